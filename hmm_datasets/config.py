@@ -1,0 +1,259 @@
+"""`HMMMixtureConfig`: every number that defines a mixture-of-HMMs corpus, validated.
+
+The config is a `datasets.BuilderConfig`, so the named presets are the builder's
+`BUILDER_CONFIGS` and any field can be overridden from `load_dataset`:
+
+    load_dataset("hmm_mixture", "small", num_tasks=32)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import datasets
+import numpy as np
+
+SPLITS = ("train", "validation", "test")
+# Bump when the generating code changes what a seed produces (part of the cache key,
+# together with a hash of the generating modules' source, see `hmm_mixture.py`).
+GENERATOR_VERSION = datasets.Version("1.0.0")
+# Fields that only name or locate a config; they do not change the data.
+_BUILDER_FIELDS = {field.name for field in dataclasses.fields(datasets.BuilderConfig)}
+
+
+@dataclass
+class HMMMixtureConfig(datasets.BuilderConfig):
+    """A mixture of `num_tasks` random HMMs and the in-context layout of its rows.
+
+    A row is `demo_1 <delim> ... demo_N <delim> test`: `num_demos` demonstrations of
+    `demo_length` observations, each followed by the delimiter (id `vocab_size`), then
+    a test sequence of `test_length` observations. Every segment restarts the HMM.
+
+    HMM parameters are drawn per task from symmetric Dirichlet distributions. With
+    `transition_rank = d`, transitions are `left @ right` with row-stochastic factors
+    `left [S, d]` and `right [d, S]` (the paper's Assumption 1); otherwise each
+    transition row is drawn directly.
+    """
+
+    version: datasets.Version | str | None = GENERATOR_VERSION
+    num_tasks: int = 32
+    num_states: int = 16
+    vocab_size: int = 16
+    num_demos: int = 4
+    demo_length: int = 16
+    test_length: int = 64
+    num_train: int = 16384
+    num_validation: int = 1024
+    num_test: int = 1024
+    initial_concentration: float = 1.0
+    transition_concentration: float = 0.1
+    emission_concentration: float = 0.1
+    transition_rank: int | None = None
+    task_prior: tuple[float, ...] | None = None
+    delimiter_id: int | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.task_prior is not None:
+            self.task_prior = tuple(float(p) for p in self.task_prior)
+        self.validate()
+
+    # ---- validation -------------------------------------------------------------
+    def validate(self) -> None:
+        """Raise `ValueError` naming the field, the value and the fix for any bad value."""
+        positive = {
+            "num_tasks": "the number of HMMs in the mixture (K)",
+            "num_states": "hidden states per HMM (S)",
+            "vocab_size": "observation tokens 0..V-1 (V)",
+            "demo_length": "observations per demonstration (n)",
+            "test_length": "observations in the test sequence (T)",
+            "num_train": "rows in the train split",
+        }
+        for name, meaning in positive.items():
+            _check_int(name, getattr(self, name), minimum=1, meaning=meaning)
+        for name in ("num_demos", "num_validation", "num_test"):
+            _check_int(name, getattr(self, name), minimum=0, meaning="a count")
+        _check_int("seed", self.seed, minimum=0, meaning="the generator seed")
+        for name in ("num_states", "vocab_size"):
+            if getattr(self, name) > 32767:
+                raise ValueError(
+                    f"{name}={getattr(self, name)} is too large: ids are stored as int16, "
+                    "so use at most 32767."
+                )
+        for name in ("initial_concentration", "transition_concentration", "emission_concentration"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise ValueError(
+                    f"{name}={value!r} must be a finite Dirichlet concentration > 0 "
+                    "(small values give sparse, predictable HMMs; 1.0 is uniform)."
+                )
+        if self.transition_rank is not None:
+            _check_int("transition_rank", self.transition_rank, minimum=1, meaning="the rank d")
+            if self.transition_rank > self.num_states:
+                raise ValueError(
+                    f"transition_rank={self.transition_rank} is larger than num_states="
+                    f"{self.num_states}: a rank-d factorisation needs d <= S. Use a rank "
+                    f"between 1 and {self.num_states}, or None for full-rank transitions."
+                )
+        if self.delimiter_id is not None and self.delimiter_id != self.vocab_size:
+            where = (
+                "collides with observation tokens"
+                if self.delimiter_id < self.vocab_size
+                else "leaves a gap after"
+            )
+            raise ValueError(
+                f"delimiter_id={self.delimiter_id} {where} 0..{self.vocab_size - 1} "
+                f"(vocab_size={self.vocab_size}). The data contract puts the delimiter at id "
+                f"vocab_size={self.vocab_size}: leave delimiter_id unset or set it to {self.vocab_size}."
+            )
+        if self.task_prior is not None:
+            prior = np.asarray(self.task_prior, dtype=np.float64)
+            if prior.shape != (self.num_tasks,):
+                raise ValueError(
+                    f"task_prior has {prior.size} entries but num_tasks={self.num_tasks}: "
+                    "give one weight per task, or None for the uniform prior."
+                )
+            if not np.all(np.isfinite(prior)) or np.any(prior < 0) or prior.sum() <= 0:
+                raise ValueError(
+                    "task_prior must be non-negative finite weights with a positive sum "
+                    f"(they are normalised); got min={prior.min()}, sum={prior.sum()}."
+                )
+
+    # ---- derived sizes ------------------------------------------------------------
+    @property
+    def delimiter(self) -> int:
+        """Token id of the delimiter: `vocab_size`."""
+        return self.vocab_size
+
+    @property
+    def model_vocab_size(self) -> int:
+        """Tokens a model must know: observations plus the delimiter (V + 1)."""
+        return self.vocab_size + 1
+
+    @property
+    def sequence_length(self) -> int:
+        """Row length L = N * (n + 1) + T."""
+        return self.num_demos * (self.demo_length + 1) + self.test_length
+
+    def num_rows(self, split: str) -> int:
+        if split not in SPLITS:
+            raise ValueError(f"split={split!r} is not one of {SPLITS}.")
+        return getattr(self, f"num_{split}")
+
+    def task_prior_array(self) -> np.ndarray:
+        """The normalised task prior, `[K]` float64 (uniform unless `task_prior` is set)."""
+        if self.task_prior is None:
+            return np.full(self.num_tasks, 1.0 / self.num_tasks)
+        prior = np.asarray(self.task_prior, dtype=np.float64)
+        return prior / prior.sum()
+
+    # ---- serialisation -----------------------------------------------------------
+    def generation_fields(self) -> dict[str, Any]:
+        """The fields that decide the generated data (no builder bookkeeping)."""
+        out = {}
+        for field in dataclasses.fields(self):
+            if field.name in _BUILDER_FIELDS:
+                continue
+            value = getattr(self, field.name)
+            out[field.name] = list(value) if isinstance(value, tuple) else value
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, **self.generation_fields()}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> HMMMixtureConfig:
+        known = {field.name for field in dataclasses.fields(cls)} - (_BUILDER_FIELDS - {"name"})
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown HMMMixtureConfig field(s) {unknown}; known fields: {sorted(known)}.")
+        values = dict(values)
+        if values.get("task_prior") is not None:
+            values["task_prior"] = tuple(values["task_prior"])
+        return cls(**values)
+
+    def replace(self, **overrides: Any) -> HMMMixtureConfig:
+        """A validated copy with some fields changed (the name says it is custom)."""
+        values = {**self.to_dict(), **overrides}
+        if overrides and "name" not in overrides:
+            values["name"] = f"{self.name}-custom"
+        return HMMMixtureConfig.from_dict(values)
+
+
+def _check_int(name: str, value: Any, *, minimum: int, meaning: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name}={value!r} must be an integer ({meaning}).")
+    if value < minimum:
+        raise ValueError(f"{name}={value} must be >= {minimum} ({meaning}).")
+
+
+# The presets. `tiny` is for tests (generates in milliseconds); `small` is the CPU demo;
+# `paper` has the paper's sizes (K=8192, S=128, V=16, 131,072 train rows). The paper does
+# not give its HMM distribution: dense random HMMs are nearly unpredictable even for the
+# oracle (PAPER.md), so both presets use sparse Dirichlet draws, which make the oracle
+# and the Bayes-optimal predictor accurate; `paper` adds rank-16 transitions (the
+# paper's Assumption 1). README ("The corpus") has their Bayes-optimal tables.
+PRESETS: dict[str, HMMMixtureConfig] = {
+    "tiny": HMMMixtureConfig(
+        name="tiny",
+        num_tasks=8,
+        num_states=6,
+        vocab_size=6,
+        num_demos=4,
+        demo_length=8,
+        test_length=16,
+        num_train=512,
+        num_validation=64,
+        num_test=64,
+        transition_concentration=0.2,
+        emission_concentration=0.2,
+        seed=0,
+    ),
+    "small": HMMMixtureConfig(
+        name="small",
+        num_tasks=32,
+        num_states=12,
+        vocab_size=16,
+        num_demos=8,
+        demo_length=8,
+        test_length=64,
+        num_train=16384,
+        num_validation=1024,
+        num_test=1024,
+        transition_concentration=0.03,
+        emission_concentration=0.03,
+        seed=0,
+    ),
+    "paper": HMMMixtureConfig(
+        name="paper",
+        num_tasks=8192,
+        num_states=128,
+        vocab_size=16,
+        num_demos=16,
+        demo_length=8,
+        test_length=256,
+        num_train=131072,
+        num_validation=2048,
+        num_test=2048,
+        transition_concentration=0.003,
+        emission_concentration=0.01,
+        transition_rank=16,
+        seed=0,
+    ),
+}
+
+
+def get_preset(name: str, **overrides: Any) -> HMMMixtureConfig:
+    """A named preset, optionally with fields overridden (validated)."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}.")
+    preset = PRESETS[name]
+    return preset.replace(**overrides) if overrides else HMMMixtureConfig.from_dict(preset.to_dict())

@@ -1,0 +1,149 @@
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from datasets import load_dataset
+
+import hmm_datasets
+from hmm_datasets import export
+from hmm_datasets.params import PARAMS_FILENAME
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("export") / "tiny-corpus"
+    hmm_datasets.export_corpus(hmm_datasets.get_preset("tiny"), folder, table_rows=32, progress=False)
+    return folder
+
+
+def test_folder_is_a_hub_dataset_repo(exported):
+    names = sorted(p.relative_to(exported).as_posix() for p in exported.rglob("*") if p.is_file())
+    assert names == [
+        "README.md",
+        "bayes_accuracy.json",
+        "data/test-00000-of-00001.parquet",
+        "data/train-00000-of-00001.parquet",
+        "data/validation-00000-of-00001.parquet",
+        "generation_config.json",
+        PARAMS_FILENAME,
+    ]
+    card = (exported / "README.md").read_text()
+    assert card.startswith("---\n") and "configs:" in card and "path: data/train-*.parquet" in card
+    assert "Bayes-optimal vs oracle top-1 accuracy on 32 rows" in card
+    assert "arxiv:2506.01919" in card
+    table = json.loads((exported / "bayes_accuracy.json").read_text())
+    assert [row["num_demos"] for row in table["by_num_demos"]] == [0, 1, 2, 4]
+
+
+def test_load_dataset_on_the_folder_needs_no_plugin(exported, tmp_path):
+    """In a fresh process where the plugin cannot be imported, the rows come back unchanged."""
+    script = textwrap.dedent(
+        f"""
+        import sys, json
+        for name in ("hmm_datasets", "modeling_hmmroformer", "probing"):
+            sys.modules[name] = None  # any import of the plugin now fails
+        from datasets import load_dataset
+        ds = load_dataset({str(exported)!r}, split="validation")
+        rows = ds[:]
+        print(json.dumps({{"ids": rows["input_ids"], "tasks": rows["task_id"], "features": str(ds.features)}}))
+        """
+    )
+    env = {**os.environ, "HF_DATASETS_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    loaded = json.loads(result.stdout.strip().splitlines()[-1])
+    expected = load_dataset("hmm_mixture", "tiny", split="validation")[:]
+    np.testing.assert_array_equal(np.asarray(loaded["ids"]), np.asarray(expected["input_ids"]))
+    np.testing.assert_array_equal(loaded["tasks"], expected["task_id"])
+    assert "length=52" in loaded["features"]
+
+
+def test_parameters_and_config_come_back(exported):
+    config = hmm_datasets.load_corpus_config(exported)
+    assert config == hmm_datasets.get_preset("tiny")
+    params = hmm_datasets.load_hmm_params(exported)
+    original = hmm_datasets.sample_hmm_params(config)
+    np.testing.assert_allclose(params.transitions, original.transitions, atol=1e-7)
+
+
+def test_a_folder_without_parameters_says_how_to_fix_it(exported, tmp_path):
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "generation_config.json").write_text((exported / "generation_config.json").read_text())
+    with pytest.raises(ValueError, match=f"has no {PARAMS_FILENAME}.*scripts/generate.py"):
+        hmm_datasets.load_hmm_params(bare)
+    with pytest.raises(ValueError, match="is not a folder"):
+        hmm_datasets.load_hmm_params(tmp_path / "nowhere")
+    with pytest.raises(ValueError, match="no generation_config.json"):
+        hmm_datasets.load_corpus_config(tmp_path)
+
+
+def test_parameters_that_disagree_with_the_corpus_are_refused(exported, tmp_path):
+    folder = tmp_path / "mismatch"
+    folder.mkdir()
+    (folder / "generation_config.json").write_text((exported / "generation_config.json").read_text())
+    hmm_datasets.sample_hmm_params(hmm_datasets.get_preset("tiny", num_states=5)).save(
+        folder / PARAMS_FILENAME
+    )
+    with pytest.raises(ValueError, match="num_states=5 but the corpus config says num_states=6"):
+        hmm_datasets.load_hmm_params(folder)
+
+
+def test_existing_folders_are_kept_unless_overwrite(exported, tmp_path):
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "precious.txt").write_text("keep me")
+    with pytest.raises(ValueError, match="already exists and is not empty: pass overwrite=True"):
+        hmm_datasets.export_corpus(hmm_datasets.get_preset("tiny"), folder, table_rows=0, progress=False)
+    assert (folder / "precious.txt").read_text() == "keep me"
+    hmm_datasets.export_corpus(
+        hmm_datasets.get_preset("tiny"), folder, table_rows=0, overwrite=True, progress=False
+    )
+    assert not (folder / "precious.txt").exists() and (folder / "README.md").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus"]  # no staging or old folders left
+
+
+@pytest.mark.parametrize("error", [RuntimeError("disk full"), KeyboardInterrupt()])
+def test_a_failed_export_leaves_nothing_that_looks_complete(tmp_path, monkeypatch, error):
+    def fail(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(export, "render_dataset_card", fail)
+    folder = tmp_path / "corpus"
+    with pytest.raises(type(error)):
+        hmm_datasets.export_corpus(hmm_datasets.get_preset("tiny"), folder, table_rows=0, progress=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_overwrite_keeps_the_old_corpus(exported, tmp_path, monkeypatch):
+    folder = tmp_path / "corpus"
+    hmm_datasets.export_corpus(hmm_datasets.get_preset("tiny"), folder, table_rows=0, progress=False)
+    before = (folder / "README.md").read_text()
+    monkeypatch.setattr(export, "render_dataset_card", lambda *a, **k: (_ for _ in ()).throw(OSError("boom")))
+    with pytest.raises(OSError):
+        hmm_datasets.export_corpus(
+            hmm_datasets.get_preset("tiny", seed=3), folder, overwrite=True, progress=False
+        )
+    assert (folder / "README.md").read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus"]
+
+
+def test_custom_configs_export_with_regeneration_instructions(tmp_path):
+    config = hmm_datasets.get_preset("tiny", num_tasks=3, transition_rank=2)
+    folder = hmm_datasets.export_corpus(config, tmp_path / "custom", table_rows=0, progress=False)
+    card = (folder / "README.md").read_text()
+    assert "load_dataset(\"hmm_mixture\", 'tiny', num_tasks=3, transition_rank=2)" in card
+    assert "transition_left" in card
+    assert hmm_datasets.load_hmm_params(folder).transition_rank == 2
