@@ -12,7 +12,9 @@ import numpy as np
 from hmm_datasets import HMMParams, SampleLayout
 
 
-def choice_sampler_row(params: HMMParams, layout: SampleLayout, rng: np.random.RandomState) -> tuple[list, list, int]:
+def choice_sampler_row(
+    params: HMMParams, layout: SampleLayout, rng: np.random.RandomState
+) -> tuple[list, list, int]:
     """One row, drawn token by token with `rng.choice`: (input_ids, hidden_states, task)."""
     num_tasks, num_states, vocab = params.emissions.shape
     prior = params.task_prior.astype(np.float64)

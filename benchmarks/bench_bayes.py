@@ -50,7 +50,12 @@ def bench(preset: str) -> dict:
         "num_tasks": config.num_tasks,
         "num_states": config.num_states,
         "transition_rank": config.transition_rank,
-        "ours": {"rows": ids.shape[0], "tokens_per_row": ids.shape[1], "seconds": ours_seconds, "tokens_per_s": ours_rate},
+        "ours": {
+            "rows": ids.shape[0],
+            "tokens_per_row": ids.shape[1],
+            "seconds": ours_seconds,
+            "tokens_per_s": ours_rate,
+        },
         "baseline_numpy_per_task_loop": {
             "rows": base_ids.shape[0],
             "tokens_per_row": base_ids.shape[1],
@@ -63,7 +68,9 @@ def bench(preset: str) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--presets", nargs="+", default=["small", "paper"], choices=sorted(SIZES))
     args = parser.parse_args()
     torch.set_num_threads(2)

@@ -24,7 +24,9 @@ from hmm_datasets.sampler import SamplingTables, generate_rows
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--preset", default="paper")
     parser.add_argument("--num-proc", type=int, default=2)
     parser.add_argument("--baseline-rows", type=int, default=500)
@@ -37,7 +39,10 @@ def main() -> None:
     try:
         builder = hmm_datasets.builder_for(config, cache_dir=f"{work}/cache")
         _, builder_seconds = timed(
-            builder.download_and_prepare, output_dir=f"{work}/parquet", file_format="parquet", num_proc=args.num_proc
+            builder.download_and_prepare,
+            output_dir=f"{work}/parquet",
+            file_format="parquet",
+            num_proc=args.num_proc,
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -49,7 +54,9 @@ def main() -> None:
 
     layout = hmm_datasets.SampleLayout.from_config(config)
     rng = np.random.RandomState(0)
-    _, baseline_seconds = timed(lambda: [choice_sampler_row(params, layout, rng) for _ in range(args.baseline_rows)])
+    _, baseline_seconds = timed(
+        lambda: [choice_sampler_row(params, layout, rng) for _ in range(args.baseline_rows)]
+    )
 
     ours = total_rows / builder_seconds
     baseline = args.baseline_rows / baseline_seconds
@@ -74,9 +81,13 @@ def main() -> None:
         "baseline_seconds_for_whole_corpus": total_rows / baseline,
     }
     path = write_result(f"generation_{args.preset}", result)
-    print(f"preset {args.preset}: {total_rows} rows x {config.sequence_length} tokens, num_proc={args.num_proc}")
+    print(
+        f"preset {args.preset}: {total_rows} rows x {config.sequence_length} tokens, num_proc={args.num_proc}"
+    )
     print(f"{'':32}{'rows/s':>12}{'tokens/s':>14}{'corpus time':>14}")
-    print(f"{'builder -> Parquet (ours)':32}{ours:>12.0f}{ours * config.sequence_length:>14.3g}{builder_seconds:>13.1f}s")
+    print(
+        f"{'builder -> Parquet (ours)':32}{ours:>12.0f}{ours * config.sequence_length:>14.3g}{builder_seconds:>13.1f}s"
+    )
     print(
         f"{'np.random.choice per step':32}{baseline:>12.1f}{baseline * config.sequence_length:>14.3g}"
         f"{total_rows / baseline:>13.0f}s"

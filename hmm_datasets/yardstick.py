@@ -111,6 +111,7 @@ def accuracy_table(
             }
     return {
         "num_rows": int(ids.shape[0]),
+        "true_task_posterior_after_demo": task_identification(predictor, ids, tasks, layout, batch_size),
         "layout": {
             "num_demos": layout.num_demos,
             "demo_length": layout.demo_length,
@@ -119,6 +120,24 @@ def accuracy_table(
         "by_num_demos": by_demos,
         "by_test_position": per_position,
     }
+
+
+def task_identification(
+    predictor: BayesOptimalPredictor, input_ids, task_ids, layout: SampleLayout, batch_size: int = 256
+) -> list[float]:
+    """Mean posterior probability of the true task after each demonstration (at its delimiter)."""
+    if layout.num_demos == 0:
+        return []
+    ids = torch.as_tensor(np.asarray(input_ids), dtype=torch.long)[:, : layout.test_start]
+    tasks = torch.as_tensor(np.asarray(task_ids), dtype=torch.long)
+    delimiters = torch.as_tensor(np.nonzero(layout.delimiter_mask()[: layout.test_start])[0])
+    total = torch.zeros(layout.num_demos, dtype=torch.float64)
+    for start in range(0, ids.shape[0], batch_size):
+        posterior = predictor.task_posterior(ids[start : start + batch_size]).cpu()  # [b, L, K]
+        rows = torch.arange(posterior.shape[0])
+        picked = posterior[:, delimiters][rows, :, tasks[start : start + batch_size]]  # [b, N]
+        total += picked.double().sum(0)
+    return (total / ids.shape[0]).tolist()
 
 
 def format_accuracy_table(table: dict) -> str:
@@ -136,6 +155,10 @@ def format_accuracy_table(table: dict) -> str:
             f"{row['bayes_early_accuracy']:>11.3f}  {row['oracle_early_accuracy']:>12.3f}  "
             f"{row['bayes_oracle_argmax_agreement']:>6.3f}  {row['bayes_nll']:>9.3f}  {row['oracle_nll']:>10.3f}"
         )
+    identified = table.get("true_task_posterior_after_demo") or []
+    if identified:
+        shown = ", ".join(f"{p:.2f}" for p in identified[:8]) + (", ..." if len(identified) > 8 else "")
+        lines += ["", f"posterior of the true task after demonstration 1, 2, ...: {shown}"]
     per_position = table["by_test_position"]
     if per_position:
         shown = demo_counts_for(len(per_position["test_position"]) - 1)[1:]

@@ -1,8 +1,8 @@
 """Generate a mixture-of-HMMs corpus, export it as a Hub-ready folder, print its Bayes-optimal table.
 
-    python scripts/generate.py --preset small --out runs/small/corpus
-    python scripts/generate.py --preset paper --out runs/paper/corpus --num-proc 2
-    python scripts/generate.py --preset small --set num_tasks=64 --set transition_rank=4 --out ...
+python scripts/generate.py --preset small --out runs/small/corpus
+python scripts/generate.py --preset paper --out runs/paper/corpus --num-proc 2
+python scripts/generate.py --preset small --set num_tasks=64 --set transition_rank=4 --out ...
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ from hmm_datasets.cli import parse_overrides
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--preset", default="small", choices=sorted(hmm_datasets.PRESETS))
     parser.add_argument("--out", required=True, help="folder to write (a Hub dataset repo)")
     parser.add_argument(

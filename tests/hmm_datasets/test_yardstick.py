@@ -71,7 +71,12 @@ def test_oracle_is_never_worse_than_bayes_and_demonstrations_help(table):
     assert len(table["by_test_position"]["bayes_accuracy"]) == 16
 
 
+def test_true_task_posterior_grows_with_demonstrations(table):
+    identified = table["true_task_posterior_after_demo"]
+    assert len(identified) == 4 and 1 / 8 < identified[0] < identified[-1] <= 1
+
+
 def test_table_prints(table):
     text = format_accuracy_table(table)
-    assert "demos   bayes  oracle" in text and "by test position" in text
+    assert "demos   bayes  oracle" in text and "by test position" in text and "true task" in text
     assert len(text.splitlines()) > 8
