@@ -1,1 +1,31 @@
-"""HMMRoFormer: the RoFormer-style causal language model of arXiv 2506.01919 (filled in by the model issue)."""
+"""HMMRoFormer: the RoFormer-style causal language model of arXiv 2506.01919.
+
+import modeling_hmmroformer  # registers the classes with the Auto classes
+from transformers import AutoModelForCausalLM
+model = AutoModelForCausalLM.from_pretrained("path/or/hub-id")  # no trust_remote_code needed
+"""
+
+from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
+
+from .configuration_hmm_roformer import PRESETS, HMMRoFormerConfig
+from .modeling_hmm_roformer import (
+    HMMRoFormerCausalLMOutput,
+    HMMRoFormerForCausalLM,
+    HMMRoFormerModel,
+    HMMRoFormerModelOutput,
+    HMMRoFormerPreTrainedModel,
+)
+
+AutoConfig.register(HMMRoFormerConfig.model_type, HMMRoFormerConfig, exist_ok=True)
+AutoModel.register(HMMRoFormerConfig, HMMRoFormerModel, exist_ok=True)
+AutoModelForCausalLM.register(HMMRoFormerConfig, HMMRoFormerForCausalLM, exist_ok=True)
+
+__all__ = [
+    "PRESETS",
+    "HMMRoFormerCausalLMOutput",
+    "HMMRoFormerConfig",
+    "HMMRoFormerForCausalLM",
+    "HMMRoFormerModel",
+    "HMMRoFormerModelOutput",
+    "HMMRoFormerPreTrainedModel",
+]

@@ -1,0 +1,474 @@
+"""HMMRoFormer: a RoFormer-style causal Transformer (rotary position embeddings), in the
+structure of transformers' `modeling_llama.py`.
+
+Read top to bottom: rotary helpers, attention (dispatched through
+`ALL_ATTENTION_FUNCTIONS`: sdpa, eager, flex_attention, flash_attention_2), feed-forward,
+decoder layer, `PreTrainedModel`, base model, `ForCausalLM`.
+
+For analyses, the model returns per layer the hidden states (`output_hidden_states`),
+the attention weights (`output_attentions`) and the pre-softmax attention logits
+(`output_attention_logits`), all recorded by transformers' output-capture hooks. A call
+that asks for weights or logits computes attention explicitly for that call, whatever
+the configured implementation, so the answer is never silently empty.
+
+This file imports only torch, transformers and its sibling config: `save_pretrained`
+copies both next to the weights for `trust_remote_code=True`.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from transformers import initialization as init
+from transformers.activations import ACT2FN
+from transformers.cache_utils import Cache, DynamicCache
+from transformers.generation import GenerationMixin
+from transformers.masking_utils import create_causal_mask
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel, slice_logits_to_keep
+from transformers.processing_utils import Unpack
+from transformers.utils import TransformersKwargs, can_return_tuple
+from transformers.utils.generic import merge_with_config_defaults
+from transformers.utils.output_capturing import OutputRecorder, capture_outputs
+
+from .configuration_hmm_roformer import HMMRoFormerConfig
+
+
+@dataclass
+class HMMRoFormerModelOutput(BaseModelOutputWithPast):
+    r"""
+    attention_logits (`tuple[torch.FloatTensor]`, *optional*, returned with `output_attention_logits=True`):
+        One `[batch, heads, seq, seq]` tensor per layer: the pre-softmax attention logits
+        `q.k / sqrt(head_dim)`, masked entries at the dtype's minimum.
+    """
+
+    attention_logits: tuple[torch.FloatTensor, ...] | None = None
+
+
+@dataclass
+class HMMRoFormerCausalLMOutput(CausalLMOutputWithPast):
+    r"""
+    attention_logits (`tuple[torch.FloatTensor]`, *optional*, returned with `output_attention_logits=True`):
+        One `[batch, heads, seq, seq]` tensor per layer, as in `HMMRoFormerModelOutput`.
+    """
+
+    attention_logits: tuple[torch.FloatTensor, ...] | None = None
+
+
+class HMMRoFormerRotaryEmbedding(nn.Module):
+    """cos/sin of the rotary angles `position * base^(-2i/d)` for given `position_ids`."""
+
+    def __init__(self, config: HMMRoFormerConfig):
+        super().__init__()
+        self.config = config
+        self.inv_freq = nn.Buffer(self.compute_inv_freq(config), persistent=False)
+
+    @staticmethod
+    def compute_inv_freq(config: HMMRoFormerConfig) -> torch.Tensor:
+        dim = config.hidden_size // config.num_attention_heads
+        return 1.0 / (config.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
+
+    @torch.no_grad()
+    def forward(self, x: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        freqs = position_ids[..., None].float() * self.inv_freq.to(device=x.device, dtype=torch.float)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(dtype=x.dtype), emb.sin().to(dtype=x.dtype)
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """Rotates half the hidden dims of the input."""
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2 :]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim: int = 1):
+    """Rotate queries and keys `[batch, heads, seq, head_dim]` by their positions' angles."""
+    cos = cos.unsqueeze(unsqueeze_dim)
+    sin = sin.unsqueeze(unsqueeze_dim)
+    return (q * cos) + (rotate_half(q) * sin), (k * cos) + (rotate_half(k) * sin)
+
+
+def eager_attention_with_logits(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Attention computed step by step: (output `[b, s, h, d]`, weights and logits `[b, h, s, s]`)."""
+    attn_logits = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        attn_logits = attn_logits + attention_mask
+    attn_weights = nn.functional.softmax(attn_logits, dim=-1, dtype=torch.float32).to(query.dtype)
+    dropped = nn.functional.dropout(attn_weights, p=dropout, training=module.training)
+    attn_output = torch.matmul(dropped, value).transpose(1, 2).contiguous()
+    return attn_output, attn_weights, attn_logits
+
+
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs: Unpack[TransformersKwargs],
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The `eager` entry of the attention interface."""
+    attn_output, attn_weights, _ = eager_attention_with_logits(
+        module, query, key, value, attention_mask, scaling, dropout
+    )
+    return attn_output, attn_weights
+
+
+class HMMRoFormerAttention(nn.Module):
+    """Multi-head causal self-attention with rotary queries and keys (one fused q/k/v projection)."""
+
+    def __init__(self, config: HMMRoFormerConfig, layer_idx: int):
+        super().__init__()
+        self.config = config
+        self.layer_idx = layer_idx
+        self.num_heads = config.num_attention_heads
+        self.head_dim = config.hidden_size // config.num_attention_heads
+        self.num_key_value_groups = 1
+        self.scaling = self.head_dim**-0.5
+        self.attention_dropout = config.attention_dropout
+        self.is_causal = True
+        self.qkv_proj = nn.Linear(config.hidden_size, 3 * config.hidden_size, bias=config.attention_bias)
+        self.o_proj = nn.Linear(config.hidden_size, config.hidden_size, bias=config.attention_bias)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        position_embeddings: tuple[torch.Tensor, torch.Tensor] | None,
+        attention_mask: torch.Tensor | None,
+        past_key_values: Cache | None = None,
+        record_attention: bool = False,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        input_shape = hidden_states.shape[:-1]
+        qkv = self.qkv_proj(hidden_states).view(*input_shape, 3, self.num_heads, self.head_dim)
+        query_states, key_states, value_states = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # [b, h, s, d] each
+
+        if position_embeddings is not None:
+            cos, sin = position_embeddings
+            query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
+
+        if past_key_values is not None:
+            key_states, value_states = past_key_values.update(key_states, value_states, self.layer_idx)
+
+        dropout = 0.0 if not self.training else self.attention_dropout
+        attn_logits = None
+        if record_attention:  # weights and logits asked for: compute them, whatever the backend
+            attn_output, attn_weights, attn_logits = eager_attention_with_logits(
+                self, query_states, key_states, value_states, attention_mask, self.scaling, dropout
+            )
+        else:
+            attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
+                self.config._attn_implementation, eager_attention_forward
+            )
+            attn_output, attn_weights = attention_interface(
+                self,
+                query_states,
+                key_states,
+                value_states,
+                attention_mask,
+                dropout=dropout,
+                scaling=self.scaling,
+                **kwargs,
+            )
+
+        attn_output = attn_output.reshape(*input_shape, -1).contiguous()
+        return self.o_proj(attn_output), attn_weights, attn_logits
+
+
+class HMMRoFormerMLP(nn.Module):
+    def __init__(self, config: HMMRoFormerConfig):
+        super().__init__()
+        self.up_proj = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.act_fn = ACT2FN[config.hidden_act]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(self.act_fn(self.up_proj(x)))
+
+
+class HMMRoFormerDecoderLayer(GradientCheckpointingLayer):
+    """Attention and feed-forward blocks with residual connections, LayerNorm before ("pre") or
+    after ("post", RoFormer) each residual sum."""
+
+    def __init__(self, config: HMMRoFormerConfig, layer_idx: int):
+        super().__init__()
+        self.pre_norm = config.norm_placement == "pre"
+        self.self_attn = HMMRoFormerAttention(config=config, layer_idx=layer_idx)
+        self.mlp = HMMRoFormerMLP(config)
+        self.attention_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.mlp_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        past_key_values: Cache | None = None,
+        use_cache: bool | None = False,
+        position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
+        record_attention: bool = False,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> torch.Tensor:
+        attention_input = self.attention_norm(hidden_states) if self.pre_norm else hidden_states
+        attention_output, _, _ = self.self_attn(
+            hidden_states=attention_input,
+            position_embeddings=position_embeddings,
+            attention_mask=attention_mask,
+            past_key_values=past_key_values,
+            record_attention=record_attention,
+            **kwargs,
+        )
+        hidden_states = hidden_states + self.dropout(attention_output)
+        if not self.pre_norm:
+            hidden_states = self.attention_norm(hidden_states)
+
+        mlp_input = self.mlp_norm(hidden_states) if self.pre_norm else hidden_states
+        hidden_states = hidden_states + self.dropout(self.mlp(mlp_input))
+        if not self.pre_norm:
+            hidden_states = self.mlp_norm(hidden_states)
+        return hidden_states
+
+
+class HMMRoFormerPreTrainedModel(PreTrainedModel):
+    config: HMMRoFormerConfig
+    config_class = HMMRoFormerConfig
+    base_model_prefix = "model"
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["HMMRoFormerDecoderLayer"]
+    _skip_keys_device_placement = ["past_key_values"]
+    _supports_flash_attn = True
+    _supports_sdpa = True
+    _supports_flex_attn = True
+    _can_compile_fullgraph = True
+    _supports_attention_backend = True
+    _can_record_outputs = {
+        "hidden_states": HMMRoFormerDecoderLayer,
+        "attentions": OutputRecorder(HMMRoFormerAttention, index=1),
+        "attention_logits": OutputRecorder(HMMRoFormerAttention, index=2),
+    }
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        super()._init_weights(module)
+        if isinstance(module, HMMRoFormerRotaryEmbedding):
+            # A non-persistent buffer: models loaded from the meta device must recompute it.
+            init.copy_(module.inv_freq, module.compute_inv_freq(module.config))
+
+
+class HMMRoFormerModel(HMMRoFormerPreTrainedModel):
+    def __init__(self, config: HMMRoFormerConfig):
+        super().__init__(config)
+        self.vocab_size = config.vocab_size
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size, config.pad_token_id)
+        post_norm = config.norm_placement == "post"
+        self.embedding_norm = (
+            nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if post_norm else None
+        )
+        self.embedding_dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.layers = nn.ModuleList(
+            [HMMRoFormerDecoderLayer(config, layer_idx) for layer_idx in range(config.num_hidden_layers)]
+        )
+        self.norm = None if post_norm else nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.rotary_emb = (
+            HMMRoFormerRotaryEmbedding(config) if config.position_embedding == "rotary" else None
+        )
+        self.gradient_checkpointing = False
+        self.post_init()
+
+    @merge_with_config_defaults
+    @capture_outputs
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> HMMRoFormerModelOutput:
+        r"""
+        position_ids (`torch.LongTensor` of shape `[batch, seq]`, *optional*):
+            Position of each token (default `0..seq-1` after any cached tokens); rotary
+            attention depends only on differences of positions.
+        """
+        if (input_ids is None) ^ (inputs_embeds is not None):
+            raise ValueError("You must specify exactly one of input_ids or inputs_embeds")
+        if input_ids is not None:
+            self._check_token_ids(input_ids)
+            inputs_embeds = self.embed_tokens(input_ids)
+
+        if use_cache and past_key_values is None:
+            past_key_values = DynamicCache(config=self.config)
+
+        past_seen_tokens = past_key_values.get_seq_length() if past_key_values is not None else 0
+        if position_ids is None:
+            position_ids = (
+                torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device) + past_seen_tokens
+            )
+            position_ids = position_ids.unsqueeze(0)
+        self._check_positions(position_ids, past_seen_tokens + inputs_embeds.shape[1])
+
+        record_attention = self._records_attention(kwargs)
+        if record_attention:
+            causal_mask = additive_causal_mask(inputs_embeds, attention_mask, past_seen_tokens)
+        else:
+            causal_mask = create_causal_mask(
+                config=self.config,
+                inputs_embeds=inputs_embeds,
+                attention_mask=attention_mask,
+                past_key_values=past_key_values,
+                position_ids=position_ids,
+            )
+
+        hidden_states = inputs_embeds
+        if self.embedding_norm is not None:
+            hidden_states = self.embedding_norm(hidden_states)
+        hidden_states = self.embedding_dropout(hidden_states)
+        position_embeddings = (
+            self.rotary_emb(hidden_states, position_ids) if self.rotary_emb is not None else None
+        )
+
+        for decoder_layer in self.layers[: self.config.num_hidden_layers]:
+            hidden_states = decoder_layer(
+                hidden_states,
+                attention_mask=causal_mask,
+                position_embeddings=position_embeddings,
+                position_ids=position_ids,
+                past_key_values=past_key_values,
+                use_cache=use_cache,
+                record_attention=record_attention,
+                **kwargs,
+            )
+
+        if self.norm is not None:
+            hidden_states = self.norm(hidden_states)
+        return HMMRoFormerModelOutput(last_hidden_state=hidden_states, past_key_values=past_key_values)
+
+    def _records_attention(self, kwargs: dict) -> bool:
+        """Whether this call asks for attention weights or logits (as an argument or in the config)."""
+        return bool(
+            kwargs.get("output_attentions", self.config.output_attentions)
+            or kwargs.get("output_attention_logits", self.config.output_attention_logits)
+        )
+
+    def _check_token_ids(self, input_ids: torch.Tensor) -> None:
+        if torch.compiler.is_compiling() or input_ids.numel() == 0:
+            return
+        low, high = int(input_ids.min()), int(input_ids.max())
+        if low < 0 or high >= self.config.vocab_size:
+            raise ValueError(
+                f"input_ids range over {low}..{high}, but the model's vocabulary is 0..{self.config.vocab_size - 1} "
+                f"(vocab_size={self.config.vocab_size}). An HMM corpus with V observation tokens needs "
+                "vocab_size >= V + 1 (the delimiter is token V)."
+            )
+
+    def _check_positions(self, position_ids: torch.Tensor, total_length: int) -> None:
+        if torch.compiler.is_compiling():
+            return
+        limit = self.config.max_position_embeddings
+        longest = max(total_length, int(position_ids.max()) + 1 if position_ids.numel() else 0)
+        if longest > limit:
+            raise ValueError(
+                f"a sequence needs {longest} positions but max_position_embeddings={limit}: shorten the "
+                "input, or build the model with a larger max_position_embeddings."
+            )
+
+
+def additive_causal_mask(
+    inputs_embeds: torch.Tensor, attention_mask: torch.Tensor | None, past_seen_tokens: int
+) -> torch.Tensor:
+    """`[batch or 1, 1, seq, past + seq]`: 0 where a query may attend, the dtype's minimum elsewhere."""
+    query_length = inputs_embeds.shape[1]
+    key_length = past_seen_tokens + query_length
+    device, dtype = inputs_embeds.device, inputs_embeds.dtype
+    query_positions = torch.arange(past_seen_tokens, key_length, device=device)
+    allowed = torch.arange(key_length, device=device)[None, :] <= query_positions[:, None]
+    allowed = allowed[None, None]
+    if attention_mask is not None and attention_mask.ndim == 2:  # padding: [batch, past + seq]
+        allowed = allowed & attention_mask[:, None, None, :key_length].bool()
+    mask = torch.zeros(allowed.shape, dtype=dtype, device=device)
+    return mask.masked_fill(~allowed, torch.finfo(dtype).min)
+
+
+class HMMRoFormerForCausalLM(HMMRoFormerPreTrainedModel, GenerationMixin):
+    _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
+    _tp_plan = {"lm_head": "colwise_gather_output"}
+    _pp_plan = {"lm_head": (["hidden_states"], ["logits"])}
+
+    def __init__(self, config: HMMRoFormerConfig):
+        super().__init__(config)
+        self.model = HMMRoFormerModel(config)
+        self.vocab_size = config.vocab_size
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        logits_to_keep: int | torch.Tensor = 0,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> HMMRoFormerCausalLMOutput:
+        r"""
+        labels (`torch.LongTensor` of shape `[batch, seq]`, *optional*):
+            Next-token targets, aligned with `input_ids` (shifted inside the loss); -100 is ignored.
+
+        ```python
+        >>> model = HMMRoFormerForCausalLM(HMMRoFormerConfig.from_preset("tiny", vocab_size=7))
+        >>> out = model(input_ids, labels=input_ids, output_attention_logits=True)
+        >>> out.loss, out.logits.shape, len(out.attention_logits)
+        ```"""
+        outputs: HMMRoFormerModelOutput = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            past_key_values=past_key_values,
+            inputs_embeds=inputs_embeds,
+            use_cache=use_cache,
+            **kwargs,
+        )
+
+        hidden_states = slice_logits_to_keep(outputs.last_hidden_state, logits_to_keep)
+        logits = self.lm_head(hidden_states)
+
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(
+                logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs
+            )
+
+        return HMMRoFormerCausalLMOutput(
+            loss=loss,
+            logits=logits,
+            past_key_values=outputs.past_key_values,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+            attention_logits=outputs.attention_logits,
+        )
+
+
+HMMRoFormerModel.register_for_auto_class("AutoModel")
+HMMRoFormerForCausalLM.register_for_auto_class("AutoModelForCausalLM")
+
+__all__ = ["HMMRoFormerForCausalLM", "HMMRoFormerModel", "HMMRoFormerPreTrainedModel"]
