@@ -369,7 +369,7 @@ class HMMRoFormerModel(HMMRoFormerPreTrainedModel):
     def _check_token_ids(self, input_ids: torch.Tensor) -> None:
         if torch.compiler.is_compiling() or input_ids.numel() == 0:
             return
-        low, high = int(input_ids.min()), int(input_ids.max())
+        low, high = (int(value) for value in torch.aminmax(input_ids))
         if low < 0 or high >= self.config.vocab_size:
             raise ValueError(
                 f"input_ids range over {low}..{high}, but the model's vocabulary is 0..{self.config.vocab_size - 1} "
