@@ -32,6 +32,9 @@ bench: install
 	$(PY) benchmarks/bench_generation.py --preset paper
 	$(PY) benchmarks/bench_bayes.py
 	$(PY) benchmarks/bayes_tables.py
+	$(PY) benchmarks/bench_model.py
+	$(PY) benchmarks/bench_trainer.py
+	$(PY) benchmarks/small_training.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

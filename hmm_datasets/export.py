@@ -4,7 +4,7 @@
       README.md                 dataset card (YAML `configs:` so `load_dataset(folder)` works)
       data/train-00000-of-00002.parquet ...
       hmm_params.safetensors    the HMM parameters
-      generation_config.json    the HMMMixtureConfig that generated it
+      hmm_mixture_config.json   the HMMMixtureConfig that generated it
       bayes_accuracy.json       the Bayes-optimal / oracle accuracy table
 
 The folder is assembled in a hidden sibling and renamed into place at the end, so a
@@ -31,7 +31,7 @@ from .layout import SampleLayout
 from .params import PARAMS_FILENAME, HMMParams, task_diagnostics
 from .yardstick import accuracy_table, format_accuracy_table
 
-CONFIG_FILENAME = "generation_config.json"
+CONFIG_FILENAME = "hmm_mixture_config.json"
 TABLE_FILENAME = "bayes_accuracy.json"
 DATA_DIR = "data"
 _TEMPLATE = Path(__file__).parent / "templates" / "dataset_card.md"

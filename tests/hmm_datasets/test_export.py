@@ -28,7 +28,7 @@ def test_folder_is_a_hub_dataset_repo(exported):
         "data/test-00000-of-00001.parquet",
         "data/train-00000-of-00001.parquet",
         "data/validation-00000-of-00001.parquet",
-        "generation_config.json",
+        "hmm_mixture_config.json",
         PARAMS_FILENAME,
     ]
     card = (exported / "README.md").read_text()
@@ -81,19 +81,19 @@ def test_parameters_and_config_come_back(exported):
 def test_a_folder_without_parameters_says_how_to_fix_it(exported, tmp_path):
     bare = tmp_path / "bare"
     bare.mkdir()
-    (bare / "generation_config.json").write_text((exported / "generation_config.json").read_text())
+    (bare / "hmm_mixture_config.json").write_text((exported / "hmm_mixture_config.json").read_text())
     with pytest.raises(ValueError, match=f"has no {PARAMS_FILENAME}.*scripts/generate.py"):
         hmm_datasets.load_hmm_params(bare)
     with pytest.raises(ValueError, match="is not a folder"):
         hmm_datasets.load_hmm_params(tmp_path / "nowhere")
-    with pytest.raises(ValueError, match="no generation_config.json"):
+    with pytest.raises(ValueError, match="no hmm_mixture_config.json"):
         hmm_datasets.load_corpus_config(tmp_path)
 
 
 def test_parameters_that_disagree_with_the_corpus_are_refused(exported, tmp_path):
     folder = tmp_path / "mismatch"
     folder.mkdir()
-    (folder / "generation_config.json").write_text((exported / "generation_config.json").read_text())
+    (folder / "hmm_mixture_config.json").write_text((exported / "hmm_mixture_config.json").read_text())
     hmm_datasets.sample_hmm_params(hmm_datasets.get_preset("tiny", num_states=5)).save(
         folder / PARAMS_FILENAME
     )

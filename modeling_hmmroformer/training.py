@@ -1,0 +1,517 @@
+"""Train HMMRoFormer on a mixture-of-HMMs corpus with `Trainer` (run under `accelerate launch`).
+
+A run is one YAML file with five sections, any value overridable on the command line:
+
+    corpus:   {preset: small, <HMMMixtureConfig field>: value, ...}
+    data:     {source: builder | <corpus folder> | <Hub dataset id>, num_proc: 2}
+    model:    {preset: small, attn_implementation: sdpa, <HMMRoFormerConfig field>: value, ...}
+    training: {<TrainingArguments field>: value, ...}
+    run:      {loss_mask: all | observations | test, vary_num_demos: false, eval_rows: 256}
+
+    accelerate launch --cpu scripts/train.py --config configs/small.yaml --model.num_hidden_layers 8
+
+Every checkpoint is a `save_pretrained` folder (with the model code) plus the resolved run
+config and the corpus config; the final model folder also holds the HMM parameters, so
+the Bayes-optimal predictor can be rebuilt from it alone.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import math
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+from transformers import Trainer, TrainerCallback, TrainingArguments, set_seed
+from transformers.utils import logging
+
+import hmm_datasets
+from hmm_datasets import HMMMixtureConfig, HMMParams, SampleLayout
+from hmm_datasets.export import CONFIG_FILENAME as CORPUS_CONFIG_NAME
+from hmm_datasets.export import PARAMS_FILENAME
+from hmm_datasets.metrics import flatten_scores, in_context_scores
+
+from .configuration_hmm_roformer import PRESETS as MODEL_PRESETS
+from .configuration_hmm_roformer import HMMRoFormerConfig
+from .corpus import check_model_fits_corpus
+from .modeling_hmm_roformer import HMMRoFormerForCausalLM
+
+logger = logging.get_logger(__name__)
+SECTIONS = ("corpus", "data", "model", "training", "run")
+LOSS_MASKS = ("all", "observations", "test")
+RUN_CONFIG_NAME = "training_config.yaml"
+ICL_SCORES_NAME = "icl_scores.json"
+_TRAINING_FIELDS = {field.name for field in dataclasses.fields(TrainingArguments)}
+_CORPUS_FIELDS = {field.name for field in dataclasses.fields(HMMMixtureConfig)} - {
+    "name",
+    "version",
+    "data_dir",
+    "data_files",
+    "description",
+}
+
+
+# ---- the run config ------------------------------------------------------------------
+@dataclass
+class RunConfig:
+    """The five sections of a run, validated at construction (see the module docstring)."""
+
+    corpus: dict
+    data: dict
+    model: dict
+    training: dict
+    run: dict
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        corpus = dict(self.corpus)
+        preset = corpus.pop("preset", None)
+        if preset not in hmm_datasets.PRESETS:
+            raise ValueError(
+                f"corpus.preset={preset!r} is not a corpus preset; choose one of {sorted(hmm_datasets.PRESETS)}."
+            )
+        _check_keys("corpus", corpus, _CORPUS_FIELDS)
+        _check_keys("data", self.data, {"source", "num_proc"})
+        model = dict(self.model)
+        if model.get("preset") not in MODEL_PRESETS:
+            raise ValueError(
+                f"model.preset={model.get('preset')!r} is not a model preset; choose one of {sorted(MODEL_PRESETS)}."
+            )
+        model_fields = {field.name for field in dataclasses.fields(HMMRoFormerConfig)}
+        _check_keys("model", model, model_fields | {"preset", "attn_implementation"})
+        _check_keys("training", self.training, _TRAINING_FIELDS)
+        if "output_dir" not in self.training:
+            raise ValueError("training.output_dir is missing: say where the run writes its checkpoints.")
+        _check_keys("run", self.run, {"loss_mask", "eval_rows", "vary_num_demos"})
+        if self.run.get("loss_mask", "all") not in LOSS_MASKS:
+            raise ValueError(f"run.loss_mask={self.run.get('loss_mask')!r} must be one of {LOSS_MASKS}.")
+        if not isinstance(self.run.get("vary_num_demos", False), bool):
+            raise ValueError(f"run.vary_num_demos={self.run['vary_num_demos']!r} must be true or false.")
+
+    @property
+    def loss_mask(self) -> str:
+        return self.run.get("loss_mask", "all")
+
+    @property
+    def vary_num_demos(self) -> bool:
+        return self.run.get("vary_num_demos", False)
+
+    @property
+    def eval_rows(self) -> int:
+        return int(self.run.get("eval_rows", 256))
+
+    @property
+    def output_dir(self) -> Path:
+        return Path(self.training["output_dir"])
+
+    def corpus_config(self) -> HMMMixtureConfig:
+        overrides = {key: value for key, value in self.corpus.items() if key != "preset"}
+        return hmm_datasets.get_preset(self.corpus["preset"], **overrides)
+
+    def to_dict(self) -> dict[str, dict]:
+        return {section: copy.deepcopy(getattr(self, section)) for section in SECTIONS}
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+
+def _check_keys(section: str, values: dict, known: set[str]) -> None:
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(
+            f"unknown field(s) {unknown} in section '{section}'. Known fields: {', '.join(sorted(known))}."
+        )
+
+
+def load_run_config(path: str | os.PathLike, overrides: list[str] | None = None) -> RunConfig:
+    """Read a run YAML and apply `--section.key value` overrides (values read as YAML)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(
+            f"no run config at {path}: pass --config configs/<preset>.yaml (tiny, small or paper)."
+        )
+    values = read_yaml(path.read_text()) or {}
+    unknown = sorted(set(values) - set(SECTIONS))
+    if unknown:
+        raise ValueError(f"unknown section(s) {unknown} in {path}; sections are {SECTIONS}.")
+    values = {section: dict(values.get(section) or {}) for section in SECTIONS}
+    for key, value in parse_overrides(overrides or []).items():
+        section, field = key.split(".", 1)
+        values[section][field] = value
+    return RunConfig(**values)
+
+
+def parse_overrides(arguments: list[str]) -> dict[str, Any]:
+    """`["--model.num_hidden_layers", "8", "--training.learning_rate=3e-4"]` -> {"model.num_hidden_layers": 8, ...}."""
+    out, index = {}, 0
+    while index < len(arguments):
+        argument = arguments[index]
+        if not argument.startswith("--") or "." not in argument:
+            raise ValueError(
+                f"cannot read override {argument!r}: write --section.field value, e.g. --model.num_hidden_layers 8 "
+                f"(sections: {', '.join(SECTIONS)})."
+            )
+        if "=" in argument:
+            key, raw = argument[2:].split("=", 1)
+            index += 1
+        else:
+            if index + 1 >= len(arguments):
+                raise ValueError(f"override {argument} has no value.")
+            key, raw = argument[2:], arguments[index + 1]
+            index += 2
+        section = key.split(".", 1)[0]
+        if section not in SECTIONS:
+            raise ValueError(f"override --{key}: unknown section {section!r}; sections are {SECTIONS}.")
+        out[key] = read_yaml(raw)
+    return out
+
+
+class _Yaml12Loader(yaml.SafeLoader):
+    """YAML 1.2 scalars: only true/false are booleans (`eval_strategy: no` stays "no", which
+    TrainingArguments expects) and `3e-4` is a float (YAML 1.1 reads both otherwise)."""
+
+
+_Yaml12Loader.yaml_implicit_resolvers = {
+    first: [
+        (tag, regexp)
+        for tag, regexp in resolvers
+        if tag not in ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:float")
+    ]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Yaml12Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+_Yaml12Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+    ),
+    list("-+0123456789."),
+)
+
+
+def read_yaml(text: str) -> Any:
+    return yaml.load(text, Loader=_Yaml12Loader)
+
+
+# ---- data -----------------------------------------------------------------------------
+@dataclass
+class Corpus:
+    """A corpus with what travels with it: its config and HMM parameters."""
+
+    splits: Any  # datasets.DatasetDict with train / validation / test
+    config: HMMMixtureConfig
+    params: HMMParams
+    source: str
+
+    @property
+    def layout(self) -> SampleLayout:
+        return SampleLayout.from_config(self.config)
+
+
+def load_corpus(run: RunConfig) -> Corpus:
+    """The corpus of a run: generated by the builder, or read from a folder or a Hub dataset repo."""
+    source = str(run.data.get("source", "builder"))
+    if source == "builder":
+        config = run.corpus_config()
+        splits = hmm_datasets.load_hmm_mixture(config, num_proc=run.data.get("num_proc"))
+        return Corpus(splits, config, hmm_datasets.load_hmm_params(config), source)
+    folder = Path(source)
+    if not folder.is_dir():
+        folder = _download_dataset(source)
+    from datasets import load_dataset
+
+    config = hmm_datasets.load_corpus_config(folder)
+    params = hmm_datasets.load_hmm_params(folder)
+    return Corpus(load_dataset(str(folder)), config, params, source)
+
+
+def _download_dataset(repo_id: str) -> Path:
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(repo_id, repo_type="dataset"))
+    except Exception as error:  # offline, unknown repo, no access
+        raise ValueError(
+            f"data.source={repo_id!r} is neither 'builder', a local folder, nor a reachable Hub dataset repo "
+            f"({type(error).__name__}: {error})."
+        ) from error
+
+
+@dataclass
+class FixedLengthCollator:
+    """Stacks fixed-length rows into `input_ids` and `labels` `[B, L]`.
+
+    `loss_mask` chooses the tokens the loss counts ("all": every next token; "observations":
+    not the delimiters, which the layout fixes; "test": the test sequence only). A row with a
+    `kept_demos` value m keeps only its last m demonstrations: the dropped ones are cut from
+    the front and the row is right-padded to L with the delimiter, with no loss on the padding
+    (causal attention: no real token sees it).
+    """
+
+    delimiter: int
+    test_segment: int
+    loss_mask: str = "all"
+
+    def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
+        input_ids = torch.as_tensor(np.stack([row["input_ids"] for row in rows]), dtype=torch.long)
+        segments = torch.as_tensor(np.stack([row["segment_ids"] for row in rows]), dtype=torch.long)
+        labels = input_ids.clone()
+        if self.loss_mask == "observations":
+            labels[input_ids == self.delimiter] = -100
+        elif self.loss_mask == "test":
+            labels[segments != self.test_segment] = -100
+        if "kept_demos" in rows[0]:
+            kept = torch.as_tensor(np.array([row["kept_demos"] for row in rows]), dtype=torch.long)
+            input_ids, labels = self.keep_last_demos(input_ids, labels, segments, kept)
+        return {"input_ids": input_ids, "labels": labels}
+
+    def keep_last_demos(self, input_ids, labels, segments, kept):
+        """Shift each row left past its first N - m demonstrations; pad the freed tail."""
+        cut = (segments < (self.test_segment - kept)[:, None]).sum(1, keepdim=True)
+        source = torch.arange(input_ids.shape[1]) + cut
+        inside = source < input_ids.shape[1]
+        source = source.clamp_max(input_ids.shape[1] - 1)
+        input_ids = torch.where(inside, input_ids.gather(1, source), self.delimiter)
+        labels = torch.where(inside, labels.gather(1, source), -100)
+        return input_ids, labels
+
+
+def with_random_demo_counts(train, num_demos: int, seed: int):
+    """Adds `kept_demos`, uniform on 0..N per row and fixed by the seed (so resuming keeps it)."""
+    kept = np.random.default_rng(seed).integers(0, num_demos + 1, size=len(train))
+    return train.add_column("kept_demos", kept.astype(np.int16))
+
+
+# ---- in-context evaluation during training ------------------------------------------------
+class InContextEvaluator:
+    """Scores a model on fixed rows against their precomputed Bayes-optimal and oracle predictions."""
+
+    def __init__(
+        self,
+        input_ids: np.ndarray,
+        task_ids: np.ndarray,
+        params: HMMParams,
+        layout: SampleLayout,
+        device: str | torch.device = "cpu",
+    ):
+        self.input_ids = torch.as_tensor(np.asarray(input_ids), dtype=torch.long)
+        self.layout = layout
+        predictor = hmm_datasets.BayesOptimalPredictor(params, device=device)  # the training device
+        self.bayes_probs = predictor.next_token_probs(self.input_ids).cpu()
+        self.oracle_probs = predictor.oracle_next_token_probs(self.input_ids, task_ids).cpu()
+
+    @torch.no_grad()
+    def __call__(self, model: torch.nn.Module, batch_size: int = 64) -> dict:
+        was_training = model.training
+        model.eval()
+        device = next(model.parameters()).device
+        log_probs = [
+            torch.log_softmax(model(input_ids=chunk.to(device)).logits.float(), dim=-1).cpu()
+            for chunk in self.input_ids.split(batch_size)
+        ]
+        model.train(was_training)
+        return in_context_scores(
+            torch.cat(log_probs), self.input_ids, self.bayes_probs, self.oracle_probs, self.layout
+        )
+
+
+class InContextTrainer(Trainer):
+    """`Trainer` whose evaluation adds the in-context metrics (logged as `eval_icl/...`)."""
+
+    def __init__(self, *args, icl_evaluator: InContextEvaluator | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.icl_evaluator = icl_evaluator
+
+    def evaluate(
+        self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval"
+    ) -> dict[str, float]:
+        metrics = super().evaluate(eval_dataset, ignore_keys, metric_key_prefix)
+        if self.icl_evaluator is None:
+            return metrics
+        scores = self.icl_evaluator(self.model)
+        flat = flatten_scores(scores, prefix=f"{metric_key_prefix}_icl")
+        self.log(flat)
+        metrics.update(flat)
+        if self.is_world_process_zero():
+            record = {"step": self.state.global_step, **scores}
+            (Path(self.args.output_dir) / ICL_SCORES_NAME).write_text(json.dumps(record, indent=1) + "\n")
+        return metrics
+
+
+class SaveRunConfigCallback(TrainerCallback):
+    """Writes the run config and the corpus config into every checkpoint (last: marks it complete)."""
+
+    def __init__(self, run: RunConfig, corpus_config: HMMMixtureConfig):
+        self.run, self.corpus_config = run, corpus_config
+
+    def on_save(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            checkpoint = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            write_run_files(checkpoint, self.run, self.corpus_config)
+        return control
+
+
+def write_run_files(folder: Path, run: RunConfig, corpus_config: HMMMixtureConfig) -> None:
+    """The corpus config, then the run config (written last: a checkpoint with it is complete)."""
+    (folder / CORPUS_CONFIG_NAME).write_text(corpus_config.to_json() + "\n")
+    (folder / RUN_CONFIG_NAME).write_text(run.to_yaml())
+
+
+# ---- checkpoints ------------------------------------------------------------------------------
+def is_complete_checkpoint(folder: Path) -> bool:
+    names = ("config.json", "model.safetensors", "trainer_state.json", RUN_CONFIG_NAME)
+    return all((folder / name).exists() for name in names)
+
+
+def checkpoints(output_dir: Path) -> list[Path]:
+    """`checkpoint-N` folders, oldest first."""
+    found = [p for p in output_dir.glob("checkpoint-*") if p.is_dir() and p.name.split("-")[-1].isdigit()]
+    return sorted(found, key=lambda p: int(p.name.split("-")[-1]))
+
+
+def resume_checkpoint(output_dir: Path) -> Path:
+    """The newest complete checkpoint of a run; a clear error when there is none."""
+    complete = [p for p in checkpoints(output_dir) if is_complete_checkpoint(p)]
+    if not complete:
+        raise ValueError(
+            f"--resume: no complete checkpoint in {output_dir} (a complete one holds config.json, "
+            f"model.safetensors, trainer_state.json and {RUN_CONFIG_NAME}). Start the run without --resume."
+        )
+    return complete[-1]
+
+
+# ---- the run ----------------------------------------------------------------------------------
+def build_model_config(run: RunConfig, corpus_config: HMMMixtureConfig) -> HMMRoFormerConfig:
+    """The model config of a run, sized to read the corpus (vocabulary, row length)."""
+    overrides = {
+        key: value for key, value in run.model.items() if key not in ("preset", "attn_implementation")
+    }
+    overrides.setdefault("vocab_size", corpus_config.model_vocab_size)
+    overrides.setdefault(
+        "max_position_embeddings",
+        max(
+            MODEL_PRESETS[run.model["preset"]].get("max_position_embeddings", 1024),
+            corpus_config.sequence_length,
+        ),
+    )
+    config = HMMRoFormerConfig.from_preset(run.model["preset"], **overrides)
+    check_model_fits_corpus(config, corpus_config)
+    return config
+
+
+def build_model(run: RunConfig, corpus_config: HMMMixtureConfig) -> HMMRoFormerForCausalLM:
+    model = HMMRoFormerForCausalLM(build_model_config(run, corpus_config))
+    model.set_attn_implementation(run.model.get("attn_implementation", "sdpa"))
+    return model
+
+
+def warn_about_idle_cores() -> None:
+    """`accelerate launch --cpu` without `--num_processes` sets OMP_NUM_THREADS=1: half speed on 2 cores."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    if torch.get_num_threads() * processes < cores:
+        logger.warning(
+            f"training on CPU with {torch.get_num_threads()} thread(s) per process x {processes} process(es) "
+            f"on {cores} cores. `accelerate launch --cpu` without --num_processes sets OMP_NUM_THREADS=1: "
+            f"pass --num_processes 1 (or --num_cpu_threads_per_process {cores // processes}) to use every core."
+        )
+
+
+@dataclass
+class PreparedRun:
+    trainer: InContextTrainer
+    corpus: Corpus
+    checkpoint: Path | None  # where training resumes, if it does
+
+
+def prepare(run: RunConfig, resume: bool) -> PreparedRun:
+    """Everything before the first step: checks, corpus, model, trainer (errors come here)."""
+    output_dir = run.output_dir
+    checkpoint = resume_checkpoint(output_dir) if resume else None
+    if not resume and output_dir.exists() and checkpoints(output_dir):
+        raise ValueError(
+            f"{output_dir} already holds checkpoints: pass --resume to continue that run, or choose another "
+            "training.output_dir."
+        )
+    arguments = TrainingArguments(**{"remove_unused_columns": False, **run.training})
+    if arguments.device.type == "cpu":
+        warn_about_idle_cores()
+    set_seed(arguments.seed)
+    with arguments.main_process_first(desc="corpus"):
+        corpus = load_corpus(run)
+    model = build_model(run, corpus.config)
+    columns = ["input_ids", "segment_ids"]
+    train = corpus.splits["train"]
+    train_columns = columns
+    if run.vary_num_demos:
+        train = with_random_demo_counts(train, corpus.config.num_demos, arguments.seed)
+        train_columns = [*columns, "kept_demos"]
+    train = train.with_format("numpy", columns=train_columns)
+    validation = corpus.splits["validation"]
+    evaluator = None
+    if run.eval_rows > 0 and len(validation) > 0:
+        rows = validation.select(range(min(run.eval_rows, len(validation)))).with_format("numpy")
+        evaluator = InContextEvaluator(
+            np.stack(rows["input_ids"]),
+            np.asarray(rows["task_id"]),
+            corpus.params,
+            corpus.layout,
+            device=arguments.device,
+        )
+    trainer = InContextTrainer(
+        model=model,
+        args=arguments,
+        train_dataset=train,
+        eval_dataset=validation.with_format("numpy", columns=columns) if len(validation) else None,
+        data_collator=FixedLengthCollator(corpus.config.delimiter, corpus.config.num_demos, run.loss_mask),
+        callbacks=[SaveRunConfigCallback(run, corpus.config)],
+        icl_evaluator=evaluator,
+    )
+    if trainer.is_world_process_zero():
+        output_dir.mkdir(parents=True, exist_ok=True)
+        (output_dir / RUN_CONFIG_NAME).write_text(run.to_yaml())
+    return PreparedRun(trainer, corpus, checkpoint)
+
+
+def train(run: RunConfig, resume: bool = False) -> dict:
+    """Run training to the end; the final model folder gets the run files and HMM parameters."""
+    prepared = prepare(run, resume)
+    trainer, corpus = prepared.trainer, prepared.corpus
+    result = trainer.train(resume_from_checkpoint=str(prepared.checkpoint) if prepared.checkpoint else None)
+    trainer.save_model(str(run.output_dir))
+    metrics = dict(result.metrics)
+    if trainer.args.eval_strategy != "no" and trainer.eval_dataset is not None:
+        metrics.update(trainer.evaluate())
+    if trainer.is_world_process_zero():
+        write_run_files(run.output_dir, run, corpus.config)
+        corpus.params.save(run.output_dir / PARAMS_FILENAME)
+        tokens = trainer.state.global_step * _tokens_per_step(trainer, corpus.config)
+        metrics["train_tokens"] = tokens
+        (run.output_dir / "train_results.json").write_text(json.dumps(_jsonable(metrics), indent=2) + "\n")
+    return metrics
+
+
+def _tokens_per_step(trainer: Trainer, corpus_config: HMMMixtureConfig) -> int:
+    args = trainer.args
+    return (
+        args.per_device_train_batch_size
+        * args.gradient_accumulation_steps
+        * max(1, args.world_size)
+        * corpus_config.sequence_length
+    )
+
+
+def _jsonable(metrics: dict) -> dict:
+    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in metrics.items()}

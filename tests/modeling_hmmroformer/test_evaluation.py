@@ -1,0 +1,106 @@
+"""Figure 1 evaluation: every curve present, the model scored like the predictors, files written."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import hmm_datasets
+from modeling_hmmroformer import HMMRoFormerConfig, HMMRoFormerForCausalLM
+from modeling_hmmroformer.evaluation import (
+    PREDICTORS,
+    figure1,
+    format_figure1,
+    load_evaluation_data,
+    write_figure1,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class BayesAsModel(torch.nn.Module):
+    """A 'model' whose logits are the Bayes-optimal log-probabilities: it must match Bayes exactly."""
+
+    def __init__(self, params):
+        super().__init__()
+        self.bayes = hmm_datasets.BayesOptimalPredictor(params, device="cpu")
+        self.anchor = torch.nn.Parameter(torch.zeros(1))  # gives the module a device
+
+    def forward(self, input_ids):
+        probs = self.bayes.next_token_probs(input_ids)
+        return type("Output", (), {"logits": torch.log(probs.clamp_min(1e-30))})()
+
+
+@pytest.fixture(scope="module")
+def data():
+    return load_evaluation_data("tiny", rows=48)
+
+
+def test_a_bayes_model_reproduces_the_bayes_curves(data):
+    result = figure1(BayesAsModel(data.params), data, progress=False)
+    assert result["demo_counts"] == [0, 1, 2, 4]
+    for key in ("accuracy", "early_accuracy"):
+        np.testing.assert_allclose(result["by_num_demos"]["model"][key], result["by_num_demos"]["bayes"][key])
+    assert result["model_vs_bayes"]["agreement"] == 1.0
+    assert result["model_vs_bayes"]["kl_bayes_model"] == pytest.approx(0.0, abs=1e-5)
+    assert set(result["by_test_position"]) == set(PREDICTORS)
+    assert len(result["by_test_position"]["oracle"]) == data.config.test_length
+
+
+def test_an_untrained_model_is_far_from_bayes_and_files_are_written(data, tmp_path):
+    torch.manual_seed(0)
+    model = HMMRoFormerForCausalLM(HMMRoFormerConfig.from_preset("tiny", vocab_size=7))
+    result = figure1(model, data, progress=False)
+    assert result["model_vs_bayes"]["kl_bayes_model"] > 0.1
+    bayes = result["by_num_demos"]["bayes"]["early_accuracy"]
+    assert bayes[-1] >= bayes[0]  # demonstrations help the yardstick
+    paths = write_figure1(result, tmp_path / "fig")
+    assert json.loads(paths["json"].read_text())["num_rows"] == 48
+    assert paths["png"].stat().st_size > 10_000
+    text = format_figure1(result)
+    assert "bigram early" in text and "KL(Bayes || model)" in text
+
+
+def test_a_model_with_a_smaller_vocabulary_is_refused(data):
+    model = HMMRoFormerForCausalLM(HMMRoFormerConfig.from_preset("tiny", vocab_size=5))
+    with pytest.raises(ValueError, match="vocab_size=5 is smaller than the corpus's 7 tokens"):
+        figure1(model, data, progress=False)
+
+
+def test_unknown_data_is_refused():
+    with pytest.raises(ValueError, match="neither a corpus preset"):
+        load_evaluation_data("no-such-corpus")
+
+
+def run_evaluate_script(*arguments):
+    command = [sys.executable, str(ROOT / "scripts" / "evaluate.py"), *map(str, arguments)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_evaluate_script_on_a_saved_checkpoint_and_an_exported_corpus(tmp_path):
+    torch.manual_seed(0)
+    model = HMMRoFormerForCausalLM(HMMRoFormerConfig.from_preset("tiny", vocab_size=7))
+    model.save_pretrained(tmp_path / "model")
+    config = hmm_datasets.get_preset("tiny")
+    corpus = hmm_datasets.export_corpus(config, tmp_path / "corpus", table_rows=0, progress=False)
+    result = run_evaluate_script("--model", tmp_path / "model", "--data", corpus, "--rows", "16")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "model early" in result.stdout
+    written = json.loads((tmp_path / "model" / "figure1" / "figure1.json").read_text())
+    assert written["num_rows"] == 16 and (tmp_path / "model" / "figure1" / "figure1.png").exists()
+
+    # without --data the checkpoint's own corpus config is used; a bare model folder has none
+    result = run_evaluate_script("--model", tmp_path / "model", "--rows", "16", "--out", tmp_path / "own")
+    assert result.returncode == 2 and "carries no hmm_mixture_config.json" in result.stderr
+    (tmp_path / "model" / "hmm_mixture_config.json").write_text(config.to_json())
+    result = run_evaluate_script("--model", tmp_path / "model", "--rows", "16", "--out", tmp_path / "own")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (
+        json.loads((tmp_path / "own" / "figure1.json").read_text())["by_num_demos"] == written["by_num_demos"]
+    )

@@ -1,0 +1,266 @@
+"""Training: the run config, bad input before any step, checkpoints, resume, data sources, processes."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+import hmm_datasets
+from modeling_hmmroformer import training
+from modeling_hmmroformer.training import (
+    FixedLengthCollator,
+    build_model_config,
+    is_complete_checkpoint,
+    load_run_config,
+    parse_overrides,
+    prepare,
+    train,
+    with_random_demo_counts,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ROOT / "configs" / "tiny.yaml"
+ACCELERATE = [
+    sys.executable,
+    "-m",
+    "accelerate.commands.launch",
+    "--num_machines",
+    "1",
+    "--mixed_precision",
+    "no",
+]
+ACCELERATE += ["--dynamo_backend", "no"]
+
+
+def tiny_run(tmp_path, *overrides):
+    return load_run_config(TINY, ["--training.output_dir", str(tmp_path / "run"), *overrides])
+
+
+def test_overrides_are_typed_and_reach_every_section(tmp_path):
+    run = tiny_run(
+        tmp_path,
+        "--model.num_hidden_layers",
+        "3",
+        "--training.learning_rate=3e-4",
+        "--run.loss_mask",
+        "test",
+        "--corpus.num_tasks",
+        "4",
+    )
+    assert run.model["num_hidden_layers"] == 3 and run.training["learning_rate"] == 3e-4
+    assert run.loss_mask == "test" and run.corpus_config().num_tasks == 4
+    assert parse_overrides(["--training.report_to", "[]"]) == {"training.report_to": []}
+    # YAML 1.2 scalars: "no" is TrainingArguments' strategy name, not False; 1e-3 is a float
+    assert parse_overrides(
+        ["--training.eval_strategy=no", "--training.bf16", "false", "--training.learning_rate=1e-3"]
+    ) == {
+        "training.eval_strategy": "no",
+        "training.bf16": False,
+        "training.learning_rate": 1e-3,
+    }
+
+
+@pytest.mark.parametrize("name", ["tiny", "small", "paper"])
+def test_the_shipped_configs_resolve_to_a_model_that_reads_their_corpus(name):
+    run = load_run_config(ROOT / "configs" / f"{name}.yaml")
+    corpus = run.corpus_config()
+    model = build_model_config(run, corpus)
+    assert corpus.name.startswith(name) and model.vocab_size == corpus.vocab_size + 1
+    assert model.max_position_embeddings >= corpus.sequence_length and model.num_hidden_layers >= 2
+    if name == "paper":  # the paper's sizes and its 4096 steps of batch 32; GPU speed-ups on
+        assert (model.num_hidden_layers, model.num_attention_heads, model.hidden_size) == (16, 16, 1024)
+        assert run.training["max_steps"] * run.training["per_device_train_batch_size"] == corpus.num_train
+        assert run.training["bf16"] and run.training["torch_compile"]
+    else:  # CPU presets: bf16 and compile slow a CPU down
+        assert not run.training.get("bf16") and not run.training.get("torch_compile")
+    assert run.training["lr_scheduler_type"] == "cosine" and run.training["warmup_steps"] > 0
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["--corpus.preset", "huge"], "corpus.preset='huge' is not a corpus preset"),
+        (["--model.preset", "giant"], "model.preset='giant' is not a model preset"),
+        (["--model.num_layers", "3"], r"unknown field\(s\) \['num_layers'\] in section 'model'"),
+        (["--training.learning_rte", "1"], r"unknown field\(s\) \['learning_rte'\] in section 'training'"),
+        (["--optimizer.lr", "1"], "unknown section 'optimizer'"),
+        (["model.num_hidden_layers", "3"], "write --section.field value"),
+        (["--run.loss_mask", "demos"], "run.loss_mask='demos' must be one of"),
+        (["--run.vary_num_demos", "sometimes"], "run.vary_num_demos='sometimes' must be true or false"),
+    ],
+)
+def test_bad_configs_fail_before_training(tmp_path, overrides, message):
+    with pytest.raises(ValueError, match=message):
+        tiny_run(tmp_path, *overrides)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_model_that_cannot_read_the_corpus_is_refused_before_training(tmp_path):
+    run = tiny_run(tmp_path, "--model.vocab_size", "5")
+    with pytest.raises(ValueError, match="vocab_size=5 is smaller than the corpus's 7 tokens"):
+        prepare(run, resume=False)
+    assert not list((tmp_path / "run").glob("checkpoint-*"))
+
+
+def test_resume_without_a_checkpoint_and_rerun_over_checkpoints_are_refused(tmp_path):
+    run = tiny_run(tmp_path)
+    with pytest.raises(ValueError, match="--resume: no complete checkpoint"):
+        prepare(run, resume=True)
+    (tmp_path / "run" / "checkpoint-5").mkdir(parents=True)  # half-written: not complete
+    with pytest.raises(ValueError, match="--resume: no complete checkpoint"):
+        prepare(run, resume=True)
+    with pytest.raises(ValueError, match="already holds checkpoints: pass --resume"):
+        prepare(run, resume=False)
+    with pytest.raises(ValueError, match="no run config"):
+        load_run_config(tmp_path / "missing.yaml")
+
+
+@pytest.mark.parametrize(
+    ("mask", "counted"),
+    [("all", {0, 1, 2, 3, 4, 5}), ("observations", {0, 1, 3, 4, 5}), ("test", {3, 4, 5})],
+)
+def test_collator_masks_the_loss(mask, counted):
+    row = {"input_ids": [4, 1, 9, 2, 3, 0], "segment_ids": [0, 0, 0, 1, 1, 1]}  # delimiter 9, test segment 1
+    batch = FixedLengthCollator(delimiter=9, test_segment=1, loss_mask=mask)([row, row])
+    assert batch["input_ids"].dtype == torch.long and batch["input_ids"].shape == (2, 6)
+    assert {i for i in range(6) if batch["labels"][0, i] != -100} == counted
+
+
+@pytest.mark.parametrize(
+    ("kept", "ids", "labels"),
+    [
+        (2, [1, 2, 9, 3, 4, 9, 5, 6, 7], [1, 2, 9, 3, 4, 9, 5, 6, 7]),
+        (1, [3, 4, 9, 5, 6, 7, 9, 9, 9], [3, 4, 9, 5, 6, 7, -100, -100, -100]),
+        (0, [5, 6, 7, 9, 9, 9, 9, 9, 9], [5, 6, 7] + [-100] * 6),
+    ],
+)
+def test_collator_keeps_the_last_demos_and_pads_without_loss(kept, ids, labels):
+    row = {"input_ids": [1, 2, 9, 3, 4, 9, 5, 6, 7], "segment_ids": [0, 0, 0, 1, 1, 1, 2, 2, 2]}
+    full = {**row, "kept_demos": 2}
+    batch = FixedLengthCollator(delimiter=9, test_segment=2)([{**row, "kept_demos": kept}, full])
+    assert batch["input_ids"][0].tolist() == ids and batch["labels"][0].tolist() == labels
+    assert batch["input_ids"][1].tolist() == row["input_ids"]  # each row keeps its own count
+
+
+def test_random_demo_counts_are_uniform_and_fixed_by_the_seed(tmp_path):
+    train = hmm_datasets.load_hmm_mixture(hmm_datasets.get_preset("tiny"), split="train")
+    kept = np.asarray(with_random_demo_counts(train, 4, seed=0)["kept_demos"])
+    assert (
+        set(np.unique(kept)) == {0, 1, 2, 3, 4} and np.abs(np.bincount(kept) / len(kept) - 0.2).max() < 0.06
+    )
+    np.testing.assert_array_equal(kept, with_random_demo_counts(train, 4, seed=0)["kept_demos"])
+    run = prepare(tiny_run(tmp_path, "--run.vary_num_demos", "true"), resume=False)
+    batch = next(iter(run.trainer.get_train_dataloader()))
+    assert (batch["labels"] == -100).any()  # rows with fewer demonstrations are padded
+
+
+def launch_tiny(output_dir: Path) -> list[str]:
+    """`accelerate launch --cpu` of the tiny run, a checkpoint every 10 of its 40 steps."""
+    command = ACCELERATE + ["--cpu", "--num_processes", "1", str(ROOT / "scripts" / "train.py")]
+    command += ["--config", str(TINY), "--training.output_dir", str(output_dir)]
+    return command + ["--training.save_steps", "10", "--training.logging_steps", "5"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny run under `accelerate launch --cpu`, the way users start one."""
+    out = tmp_path_factory.mktemp("trained") / "run"
+    command = launch_tiny(out)
+    result = subprocess.run(
+        command, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=600
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return out, result.stdout
+
+
+def test_a_launched_run_writes_complete_loadable_checkpoints(trained):
+    out, stdout = trained
+    assert "model argmax = Bayes argmax" in stdout
+    for checkpoint in ("checkpoint-10", "checkpoint-20", "checkpoint-40"):
+        folder = out / checkpoint
+        assert is_complete_checkpoint(folder), checkpoint
+        assert (folder / "modeling_hmm_roformer.py").exists() and (
+            folder / "hmm_mixture_config.json"
+        ).exists()
+    assert hmm_datasets.load_hmm_params(out).num_tasks == 8  # the final folder carries the parameters
+    assert json.loads((out / "hmm_mixture_config.json").read_text())["name"] == "tiny"
+    scores = json.loads((out / "icl_scores.json").read_text())
+    assert scores["step"] == 40 and 0 <= scores["test"]["agreement"] <= 1
+    assert list((out / "runs").rglob("events.out.tfevents.*"))  # TensorBoard logs
+    model = AutoModelForCausalLM.from_pretrained(out)
+    assert model.config.vocab_size == 7
+
+
+def _losses(run_dir: Path) -> dict[int, float]:
+    state = json.loads((run_dir / "checkpoint-40" / "trainer_state.json").read_text())
+    return {entry["step"]: entry["loss"] for entry in state["log_history"] if "loss" in entry}
+
+
+def test_a_killed_run_resumes_with_the_same_data_order(trained, tmp_path):
+    out = tmp_path / "run"
+    base = launch_tiny(out)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    process = subprocess.Popen(
+        base, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    deadline = time.time() + 300
+    while not is_complete_checkpoint(out / "checkpoint-20"):
+        assert process.poll() is None and time.time() < deadline, "the run ended before its checkpoint"
+        time.sleep(0.02)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    assert not (out / "checkpoint-40").exists()
+    resumed = subprocess.run(base + ["--resume"], env=env, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    uninterrupted, continued = _losses(trained[0]), _losses(out)
+    for step in (25, 30, 35, 40):
+        assert continued[step] == pytest.approx(uninterrupted[step], abs=1e-6)
+
+
+def test_training_reads_an_exported_corpus_folder(tmp_path):
+    folder = hmm_datasets.export_corpus(
+        hmm_datasets.get_preset("tiny"), tmp_path / "corpus", table_rows=0, progress=False
+    )
+    run = tiny_run(
+        tmp_path, "--data.source", str(folder), "--training.max_steps", "4", "--training.eval_steps", "4"
+    )
+    run.training["report_to"] = []
+    metrics = train(run)
+    assert metrics["train_tokens"] == 4 * 16 * 52
+    assert hmm_datasets.load_hmm_params(tmp_path / "run").num_states == 6
+
+
+def test_data_parallel_processes_on_one_cpu(tmp_path):
+    """Two processes (gloo): the code path of `accelerate launch --multi_gpu`, without GPUs."""
+    out = tmp_path / "run"
+    command = ACCELERATE + ["--multi_gpu", "--num_processes", "2", str(ROOT / "scripts" / "train.py")]
+    command += ["--config", str(TINY), "--training.output_dir", str(out), "--training.use_cpu", "true"]
+    command += ["--training.max_steps", "10", "--training.eval_steps", "10", "--training.save_steps", "10"]
+    result = subprocess.run(
+        command, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=600
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    results = json.loads((out / "train_results.json").read_text())
+    assert results["train_tokens"] == 10 * 16 * 2 * 52  # both processes trained
+    assert is_complete_checkpoint(out / "checkpoint-10")
+
+
+def test_idle_cores_are_reported(monkeypatch):
+    warnings = []
+    monkeypatch.setattr(training.logger, "warning", warnings.append)
+    monkeypatch.setattr(training.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)  # what `accelerate launch --cpu` alone sets
+    training.warn_about_idle_cores()
+    assert len(warnings) == 1 and "--num_processes 1" in warnings[0]
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    training.warn_about_idle_cores()
+    assert len(warnings) == 1
