@@ -35,6 +35,7 @@ bench: install
 	$(PY) benchmarks/bench_model.py
 	$(PY) benchmarks/bench_trainer.py
 	$(PY) benchmarks/small_training.py
+	$(PY) benchmarks/probe_small.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -424,3 +424,38 @@ def _default_budget(device: torch.device) -> int:
         free, _ = torch.cuda.mem_get_info(device)
         return int(free * 0.5)
     return 2 * 1024**3
+
+
+@torch.no_grad()
+def oracle_state_estimates(params: HMMParams, input_ids, task_ids, device=None) -> np.ndarray:
+    """`[B, L]`: the most probable hidden state at each position given the row's task and the
+    observations of its segment so far (filtering), -1 at delimiters.
+
+    The best any decoder of the hidden state can do from what precedes a position: the
+    ceiling of a hidden-state probe.
+    """
+    device = torch.device(device) if device is not None else default_device()
+    ids = torch.as_tensor(np.asarray(input_ids), dtype=torch.long, device=device)
+    tasks = np.asarray(task_ids, dtype=np.int64).reshape(-1)
+
+    def per_row(table: np.ndarray) -> torch.Tensor:  # only the rows' tasks go to the device
+        return torch.as_tensor(table[tasks], dtype=torch.float64, device=device)
+
+    delimiter = params.vocab_size
+    initial, transitions, emissions = (
+        per_row(params.initial),
+        per_row(params.transitions),
+        per_row(params.emissions),
+    )
+    observed = ids.clamp(max=delimiter - 1)
+    estimates = torch.full(ids.shape, -1, dtype=torch.long, device=device)
+    belief = initial
+    for t in range(ids.shape[1]):
+        is_delimiter = ids[:, t] == delimiter
+        likelihood = torch.gather(emissions, 2, observed[:, t, None, None].expand(-1, emissions.shape[1], 1))
+        posterior = belief * likelihood[..., 0]
+        posterior = posterior / posterior.sum(-1, keepdim=True).clamp_min(_TINY)
+        estimates[:, t] = torch.where(is_delimiter, -1, posterior.argmax(-1))
+        predicted = torch.einsum("bs,bst->bt", posterior, transitions)
+        belief = torch.where(is_delimiter[:, None], initial, predicted)
+    return estimates.cpu().numpy()

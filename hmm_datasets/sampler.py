@@ -125,6 +125,15 @@ def sample_block(
     and task_id [B] int32.
     """
     tasks = inverse_cdf(tables.prior, np.zeros(num_rows, dtype=np.int64), rng.random(num_rows))
+    return sample_rows(tables, layout, delimiter, tasks, rng)
+
+
+def sample_rows(
+    tables: SamplingTables, layout: SampleLayout, delimiter: int, tasks: np.ndarray, rng: np.random.Generator
+) -> dict[str, np.ndarray]:
+    """Draw one row of each task in `tasks` [B] (the columns of `sample_block`)."""
+    tasks = np.asarray(tasks, dtype=np.int64)
+    num_rows = tasks.shape[0]
     n, big_n = layout.demo_length, layout.num_demos
     demo_states, demo_obs = sample_chains(tables, np.repeat(tasks, big_n), n, rng)
     test_states, test_obs = sample_chains(tables, tasks, layout.test_length, rng)

@@ -60,6 +60,18 @@ def _download_dataset(repo_id: str) -> Path:
         ) from error
 
 
+def checkpoint_corpus(model: str) -> HMMMixtureConfig:
+    """The corpus config a checkpoint folder carries (written by scripts/train.py)."""
+    from hmm_datasets.export import CONFIG_FILENAME
+
+    if not (Path(model) / CONFIG_FILENAME).is_file():
+        raise ValueError(
+            f"--model {model} carries no {CONFIG_FILENAME} (it was not written by scripts/train.py): "
+            "pass --data <corpus preset, folder or Hub dataset id>."
+        )
+    return hmm_datasets.load_corpus_config(model)
+
+
 def config_for_corpus(corpus_config, preset: str = "small", **overrides) -> HMMRoFormerConfig:
     """A model config of a named size whose vocabulary and positions fit the corpus.
 

@@ -22,9 +22,8 @@ sys.path = [entry for entry in sys.path if Path(entry or ".").resolve() != Path(
 import torch  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
-import hmm_datasets  # noqa: E402
 import modeling_hmmroformer  # noqa: E402, F401  (registers the Auto classes)
-from hmm_datasets.export import CONFIG_FILENAME  # noqa: E402
+from modeling_hmmroformer.corpus import checkpoint_corpus  # noqa: E402
 from modeling_hmmroformer.evaluation import (  # noqa: E402
     figure1,
     format_figure1,
@@ -51,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     if out is None:
         parser.error("--out is required when --model is a Hub id")
     try:
-        data = load_evaluation_data(args.data or training_corpus(args.model), args.rows)
+        data = load_evaluation_data(args.data or checkpoint_corpus(args.model), args.rows)
         device = "cuda" if torch.cuda.is_available() else "cpu"
         model = AutoModelForCausalLM.from_pretrained(args.model).to(device)
         result = figure1(model, data, batch_size=args.batch_size)
@@ -62,16 +61,6 @@ def main(argv: list[str] | None = None) -> int:
     print(format_figure1(result))
     print(f"\nwrote {paths['json']} and {paths['png']}")
     return 0
-
-
-def training_corpus(model: str) -> hmm_datasets.HMMMixtureConfig:
-    """The corpus config a checkpoint folder carries (written by scripts/train.py)."""
-    if not (Path(model) / CONFIG_FILENAME).is_file():
-        raise ValueError(
-            f"--model {model} carries no {CONFIG_FILENAME} (it was not written by scripts/train.py): "
-            "pass --data <corpus preset, folder or Hub dataset id>."
-        )
-    return hmm_datasets.load_corpus_config(model)
 
 
 if __name__ == "__main__":

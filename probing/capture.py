@@ -1,0 +1,152 @@
+"""Per-layer activations and attention logits of an HMMRoFormer, streamed in batches.
+
+Hidden-state index 0 is the embedding output (the input of layer 1) and index i the
+output of layer i, i = 1..num_hidden_layers (the last one after the final LayerNorm of a
+pre-norm model, as transformers returns it). Only the asked-for layers and positions are
+kept, on the CPU, in float16 unless asked otherwise.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+MODEL_TYPE = "hmm_roformer"
+STORAGE_DTYPES = {"float16": torch.float16, "float32": torch.float32}
+FLOAT16_LIMIT = 60000.0
+
+
+def load_hmm_roformer(model: str, device: str | torch.device | None = None):
+    """An `HMMRoFormerForCausalLM` from a checkpoint folder or a Hub model id, in eval mode.
+
+    Needs the plugin (`import modeling_hmmroformer`) or a checkpoint that carries its code.
+    """
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    try:
+        config = AutoConfig.from_pretrained(model)
+    except (OSError, ValueError) as error:
+        raise ValueError(
+            f"cannot read a model config from {model!r}: pass a checkpoint folder with a config.json "
+            f"(written by scripts/train.py) or a Hub model id ({type(error).__name__}: {error})."
+        ) from error
+    check_hmm_roformer(config)
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    return AutoModelForCausalLM.from_pretrained(model).to(device).eval()
+
+
+def check_hmm_roformer(model_or_config) -> None:
+    """Raise `ValueError` unless this is an HMMRoFormer model or config."""
+    config = getattr(model_or_config, "config", model_or_config)
+    model_type = getattr(config, "model_type", None)
+    if model_type != MODEL_TYPE:
+        raise ValueError(
+            f"this checkpoint is a {model_type or type(model_or_config).__name__!r} model, not an HMMRoFormer "
+            f"(model_type {MODEL_TYPE!r}): the probes read its rotary attention logits and per-layer states. "
+            "Train one with scripts/train.py."
+        )
+
+
+def num_hidden_state_indices(model) -> int:
+    return model.config.num_hidden_layers + 1
+
+
+def resolve_layers(model, layers) -> list[int]:
+    """Hidden-state indices to keep (all when `layers` is None), checked against the model."""
+    count = num_hidden_state_indices(model)
+    if layers is None:
+        return list(range(count))
+    chosen = sorted({int(layer) for layer in layers})
+    bad = [layer for layer in chosen if not 0 <= layer < count]
+    if bad or not chosen:
+        raise ValueError(
+            f"layer index {bad or layers} is out of range: this model has {count - 1} layers, so hidden-state "
+            f"indices run 0 (embeddings) .. {count - 1}."
+        )
+    return chosen
+
+
+def model_device(model) -> torch.device:
+    return next(model.parameters()).device
+
+
+@torch.no_grad()
+def capture_hidden_states(
+    model,
+    input_ids: np.ndarray,
+    positions: np.ndarray,
+    *,
+    layers=None,
+    dtype: str = "float16",
+    batch_size: int = 64,
+    progress: bool = True,
+) -> torch.Tensor:
+    """`[layers, B, P, D]` on the CPU: the hidden states at `positions [B, P]` of each row."""
+    check_hmm_roformer(model)
+    kept = resolve_layers(model, layers)
+    storage = _storage_dtype(dtype)
+    ids = torch.as_tensor(np.asarray(input_ids), dtype=torch.long)
+    where = torch.as_tensor(np.asarray(positions), dtype=torch.long)
+    device, chunks = model_device(model), []
+    batches = list(zip(ids.split(batch_size), where.split(batch_size)))
+    for chunk, chunk_positions in tqdm(batches, desc="capture: hidden states", disable=not progress):
+        out = model(input_ids=chunk.to(device), output_hidden_states=True)
+        index = chunk_positions.to(device)[..., None].expand(-1, -1, out.hidden_states[0].shape[-1])
+        stacked = torch.stack([torch.gather(out.hidden_states[layer], 1, index) for layer in kept])
+        chunks.append(_to_storage(stacked.float(), storage))
+    return torch.cat(chunks, dim=1)
+
+
+@torch.no_grad()
+def capture_attention_logits(
+    model,
+    input_ids: np.ndarray,
+    queries: np.ndarray,
+    keys: np.ndarray,
+    *,
+    batch_size: int = 16,
+    progress: bool = True,
+    desc: str = "capture: attention logits",
+) -> torch.Tensor:
+    """`[layers, B, heads, Q, K]` float32 on the CPU: pre-softmax logits from the query
+    positions `queries [Q]` to the key positions `keys [B, K]` (per row, so that a key can
+    be followed to wherever it moved)."""
+    check_hmm_roformer(model)
+    ids = torch.as_tensor(np.asarray(input_ids), dtype=torch.long)
+    key_index = torch.as_tensor(np.array(keys), dtype=torch.long)
+    query_index = torch.as_tensor(np.asarray(queries), dtype=torch.long)
+    device, chunks = model_device(model), []
+    batches = list(zip(ids.split(batch_size), key_index.split(batch_size)))
+    for chunk, chunk_keys in tqdm(batches, desc=desc, disable=not progress):
+        out = model(input_ids=chunk.to(device), output_attention_logits=True)
+        per_layer = []
+        for logits in out.attention_logits:  # [b, h, L, L]
+            rows = logits[:, :, query_index.to(device), :]
+            gather = chunk_keys.to(device)[:, None, None, :].expand(-1, rows.shape[1], rows.shape[2], -1)
+            per_layer.append(torch.gather(rows, 3, gather).float().cpu())
+        chunks.append(torch.stack(per_layer))
+    return torch.cat(chunks, dim=1)
+
+
+@torch.no_grad()
+def attention_weights(model, input_ids: np.ndarray) -> torch.Tensor:
+    """`[layers, B, heads, L, L]` float32 on the CPU: softmax attention of a few rows."""
+    check_hmm_roformer(model)
+    ids = torch.as_tensor(np.asarray(input_ids), dtype=torch.long).to(model_device(model))
+    out = model(input_ids=ids, output_attentions=True)
+    return torch.stack([weights.float().cpu() for weights in out.attentions])
+
+
+def _storage_dtype(name: str) -> torch.dtype:
+    if name not in STORAGE_DTYPES:
+        raise ValueError(f"dtype={name!r}: choose one of {sorted(STORAGE_DTYPES)}.")
+    return STORAGE_DTYPES[name]
+
+
+def _to_storage(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    if dtype == torch.float16 and values.abs().max() > FLOAT16_LIMIT:
+        raise ValueError(
+            f"activations reach {float(values.abs().max()):.3g}, beyond float16's range: capture with dtype='float32'."
+        )
+    return values.to(dtype).cpu()

@@ -1,0 +1,117 @@
+"""What the probes predict, aligned with positions, and the rows they are measured on.
+
+Every label is an array `[B, L]` with one entry per position of a row and -1 where the
+label does not exist (a delimiter; a token k back that lies before the segment start).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hmm_datasets import HMMMixtureConfig, HMMParams, SampleLayout, SamplingTables
+from hmm_datasets.sampler import sample_rows
+
+CORPUS_COLUMNS = ("input_ids", "hidden_states", "task_id")
+PROBE_ROWS_STREAM = 7919  # the probing rows' seed stream, apart from every corpus split's
+
+
+def previous_token_labels(input_ids: np.ndarray, layout: SampleLayout, distance: int) -> np.ndarray:
+    """`[B, L]`: the observation `distance` positions back, when it lies in the same segment."""
+    check_distance(distance, layout)
+    ids = np.asarray(input_ids)
+    labels = np.full(ids.shape, -1, dtype=np.int64)
+    labels[:, distance:] = ids[:, :-distance]
+    in_segment = layout.position_in_segment() >= distance
+    keep = in_segment & ~layout.delimiter_mask()
+    labels[:, ~keep] = -1
+    return labels
+
+
+def check_distance(distance: int, layout: SampleLayout) -> None:
+    if not isinstance(distance, (int, np.integer)) or not 1 <= distance < layout.demo_length:
+        raise ValueError(
+            f"distance={distance!r}: a previous-token probe needs 1 <= distance < demo_length="
+            f"{layout.demo_length} (the token k back lies inside a demonstration only for k < "
+            f"{layout.demo_length}). Choose distances from 1..{layout.demo_length - 1}."
+        )
+
+
+def position_labels(rows: dict[str, np.ndarray], layout: SampleLayout, distances) -> dict[str, np.ndarray]:
+    """Every probe target and position attribute of `rows` (data-contract columns), `[B, L]` each.
+
+    Targets: `hidden_state`, `task`, `previous_token_<k>`. Attributes: `token` (the input
+    token, the "word type" of the control task), `segment`, `position_in_segment`.
+    """
+    missing = [name for name in CORPUS_COLUMNS if name not in rows]
+    if missing:
+        raise ValueError(
+            f"the rows lack the column(s) {missing}: probing needs the corpus's {list(CORPUS_COLUMNS)} "
+            "(hidden states and task ids are kept by the hmm_mixture builder; regenerate or re-export the "
+            "corpus with scripts/generate.py)."
+        )
+    ids = np.asarray(rows["input_ids"]).astype(np.int64)
+    observation = ~layout.delimiter_mask()
+    task = np.broadcast_to(np.asarray(rows["task_id"]).astype(np.int64)[:, None], ids.shape).copy()
+    task[:, ~observation] = -1
+    labels = {
+        "hidden_state": np.asarray(rows["hidden_states"]).astype(np.int64),
+        "task": task,
+        "token": ids,
+        "segment": np.broadcast_to(layout.segment_ids().astype(np.int64), ids.shape),
+        "position_in_segment": np.broadcast_to(layout.position_in_segment(), ids.shape),
+    }
+    for distance in distances:
+        labels[f"previous_token_{distance}"] = previous_token_labels(ids, layout, distance)
+    return labels
+
+
+def sample_positions(layout: SampleLayout, num_rows: int, per_row: int | None, seed: int) -> np.ndarray:
+    """`[B, P]` sorted observation positions per row (all of them when `per_row` is None)."""
+    observations = np.flatnonzero(~layout.delimiter_mask())
+    if per_row is None or per_row >= observations.size:
+        return np.broadcast_to(observations, (num_rows, observations.size)).copy()
+    rng = np.random.default_rng(seed)
+    keys = rng.random((num_rows, observations.size))
+    chosen = np.sort(np.argsort(keys, axis=1)[:, :per_row], axis=1)
+    return observations[chosen]
+
+
+def probe_tasks(params: HMMParams, num_tasks: int) -> np.ndarray:
+    """The tasks the task and hidden-state probes cover: the first `num_tasks` of the mixture.
+
+    The mixture's tasks are i.i.d. draws, so the first k are a random subset of them.
+    """
+    if num_tasks < 2:
+        raise ValueError(f"num_probe_tasks={num_tasks}: a task-identity probe needs at least 2 tasks.")
+    return np.arange(min(num_tasks, params.num_tasks))
+
+
+def sample_probe_rows(
+    config: HMMMixtureConfig, params: HMMParams, tasks: np.ndarray, rows_per_task: int, seed: int
+) -> dict[str, np.ndarray]:
+    """`rows_per_task` fresh rows of each task, drawn from the corpus's HMMs with its sampler.
+
+    Rows come task-major (all rows of `tasks[0]`, then `tasks[1]`, ...); they are new samples
+    of the corpus's distribution conditioned on the task, apart from every split's rows.
+    """
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(PROBE_ROWS_STREAM,)))
+    layout = SampleLayout.from_config(config)
+    row_tasks = np.repeat(np.asarray(tasks, dtype=np.int64), rows_per_task)
+    return sample_rows(SamplingTables.from_params(params), layout, config.delimiter, row_tasks, rng)
+
+
+def split_rows(row_tasks: np.ndarray, train_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row indices of probe-train and probe-test: disjoint samples, the same share of every task."""
+    rng = np.random.default_rng(seed)
+    train, test = [], []
+    for task in np.unique(row_tasks):
+        rows = rng.permutation(np.flatnonzero(row_tasks == task))
+        cut = int(round(rows.size * train_fraction))
+        if cut == 0 or cut == rows.size:
+            raise ValueError(
+                f"task {task} has {rows.size} rows: probe_train_fraction={train_fraction} leaves its probe-train "
+                "or probe-test set empty. Use more rows per task or a fraction strictly between 0 and 1."
+            )
+        train.append(rows[:cut])
+        test.append(rows[cut:])
+    return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))

@@ -1,0 +1,145 @@
+"""PNG figures of a probing run: Figures 2, 3(a), 3(b) and 7 of the paper."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from hmm_datasets import SampleLayout
+
+from .layerwise import curve, find
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _band(ax, c: dict, label: str, color, line: str = "-") -> None:
+    ax.plot(c["layer"], c["value"], line, color=color, marker="o", label=label)
+    ax.fill_between(c["layer"], c["ci_low"], c["ci_high"], color=color, alpha=0.2)
+
+
+def plot_figure2(results: dict, path: Path) -> Path:
+    """Relative logit change per layer (mean over heads, 95% CI) and per (layer, head)."""
+    plt = _pyplot()
+    records = [r for r in results["records"] if r["target"] == "shuffle"]
+    layers = sorted({r["layer"] for r in records})
+    heads = sorted({r["head"] for r in records if r["head"] is not None})
+    grid = np.array([[find_head(records, layer, head)["value"] for head in heads] for layer in layers])
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2))
+    _band(left, curve(records, "shuffle", "relative_logit_change"), "mean over heads", "C0")
+    left.set_xticks(layers)
+    left.set_xlabel("layer")
+    left.set_ylabel("relative change of attention logits")
+    left.set_title("shuffle test: test queries -> demonstration keys")
+    image = right.imshow(grid.T, aspect="auto", cmap="viridis", origin="lower")
+    right.set_xticks(range(len(layers)), [str(layer) for layer in layers])
+    right.set_xlabel("layer")
+    right.set_ylabel("head")
+    right.set_title("per head")
+    fig.colorbar(image, ax=right)
+    return _save(fig, path, plt)
+
+
+def find_head(records: list[dict], layer: int, head: int) -> dict:
+    return next(r for r in records if r["layer"] == layer and r["head"] == head)
+
+
+def plot_figure3a(results: dict, path: Path) -> Path:
+    """Hidden state (within task) and task identity by layer, with control, chance and ceiling."""
+    plt = _pyplot()
+    records = results["records"]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    references = {"hidden_state": "oracle_accuracy", "task": "bayes_optimal_accuracy"}
+    names = {"hidden_state": "hidden state (within task)", "task": "task identity"}
+    for color, target in zip(("C0", "C1"), ("hidden_state", "task")):
+        _band(ax, curve(records, target), names[target], color)
+        control = curve(records, target, "control_accuracy")
+        ax.plot(control["layer"], control["value"], ":", color=color, label=f"{names[target]}: control task")
+        ax.axhline(
+            find(records, target, references[target])["value"],
+            color=color,
+            ls="--",
+            lw=1,
+            label=f"{names[target]}: {'oracle' if target == 'hidden_state' else 'Bayes-optimal'}",
+        )
+        ax.axhline(find(records, target, "chance")["value"], color=color, ls="-.", lw=0.8, alpha=0.6)
+    _label_probe_axes(ax, results["layers"], "Figure 3(a): linear probes for hidden state and task", 7)
+    return _save(fig, path, plt)
+
+
+def plot_figure3b(results: dict, path: Path) -> Path:
+    """Previous-token probes at each distance by layer (95% CI)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for index, distance in enumerate(results["settings"]["distances"]):
+        _band(
+            ax, curve(results["records"], f"previous_token_{distance}"), f"token {distance} back", f"C{index}"
+        )
+    _label_probe_axes(ax, results["layers"], "Figure 3(b): linear probes for previous tokens", 8)
+    return _save(fig, path, plt)
+
+
+def _label_probe_axes(ax, layers: list[int], title: str, legend_size: int) -> None:
+    ax.set_xticks(layers)
+    ax.set_xlabel("layer (0 = embeddings)")
+    ax.set_ylabel("probe accuracy")
+    ax.set_title(title)
+    ax.legend(fontsize=legend_size)
+
+
+def plot_figure7(weights: np.ndarray, layout: SampleLayout, row: int, path: Path) -> Path:
+    """Attention weights `[layers, heads, L, L]` of one row, one panel per (layer, head),
+    with lines at the segment boundaries (after each delimiter)."""
+    plt = _pyplot()
+    num_layers, num_heads = weights.shape[:2]
+    size = 2.2 if num_layers * num_heads <= 64 else 1.2
+    fig, axes = plt.subplots(
+        num_layers, num_heads, figsize=(size * num_heads, size * num_layers), squeeze=False
+    )
+    boundaries = np.arange(1, layout.num_demos + 1) * (layout.demo_length + 1) - 0.5
+    for layer in range(num_layers):
+        for head in range(num_heads):
+            ax = axes[layer, head]
+            ax.imshow(weights[layer, head] ** 0.5, cmap="magma", vmin=0, vmax=1, interpolation="nearest")
+            for boundary in boundaries:
+                ax.axhline(boundary, color="c", lw=0.3)
+                ax.axvline(boundary, color="c", lw=0.3)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if head == 0:
+                ax.set_ylabel(f"layer {layer + 1}", fontsize=7)
+            if layer == 0:
+                ax.set_title(f"head {head}", fontsize=7)
+    fig.suptitle(f"Figure 7: attention weights (square root) of test row {row}; lines: segment boundaries")
+    return _save(fig, path, plt, dpi=100)
+
+
+def _save(fig, path: Path, plt, dpi: int = 120) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path
+
+
+def write_probe_results(result, out: str | Path) -> dict[str, Path]:
+    """`probe_results.json` and the figures in `out`; returns their paths by name."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    results = result.results
+    paths = {"json": out / "probe_results.json"}
+    paths["json"].write_text(json.dumps(results, indent=1) + "\n")
+    paths["figure2"] = plot_figure2(results, out / "figure2_shuffle.png")
+    paths["figure3a"] = plot_figure3a(results, out / "figure3a_hidden_state_task.png")
+    paths["figure3b"] = plot_figure3b(results, out / "figure3b_previous_tokens.png")
+    for index, row in enumerate(results["settings"]["attention_rows"]):
+        path = out / f"figure7_attention_row{row}.png"
+        paths[f"figure7_row{row}"] = plot_figure7(result.attention[:, index], result.layout, row, path)
+    return paths
