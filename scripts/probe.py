@@ -58,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)
+    local = Path(args.model).is_absolute() or args.model.startswith(".") or args.model.count("/") > 1
+    if local and not Path(args.model).is_dir():
+        parser.error(f"--model {args.model}: no such checkpoint folder")
     out = Path(args.out) if args.out else (Path(args.model) / "probes" if Path(args.model).is_dir() else None)
     if out is None:
         parser.error("--out is required when --model is a Hub id")

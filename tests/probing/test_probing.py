@@ -299,3 +299,9 @@ def test_probe_script_refuses_bad_input_with_one_error_line(tmp_path, capsys, ar
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
     assert code == 2 and len(errors) == 1 and message in errors[0]
     assert not (tmp_path / "model" / "probes").exists()
+
+
+def test_probe_script_names_a_missing_checkpoint_folder(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        probe_script().main(["--model", str(tmp_path / "nowhere")])
+    assert stopped.value.code == 2 and "no such checkpoint folder" in capsys.readouterr().err
