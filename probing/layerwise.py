@@ -173,9 +173,10 @@ def curve(records: list[dict], target: str, metric: str = "accuracy") -> dict[st
     }
 
 
-def find(records: list[dict], target: str, metric: str, layer=None) -> dict | None:
+def find(records: list[dict], target: str, metric: str, layer=None, head=None) -> dict | None:
+    """The record of (target, metric, layer, head), None if there is none."""
     for r in records:
-        if r["target"] == target and r["metric"] == metric and r["layer"] == layer and r["head"] is None:
+        if (r["target"], r["metric"], r["layer"], r["head"]) == (target, metric, layer, head):
             return r
     return None
 

@@ -32,7 +32,12 @@ def plot_figure2(results: dict, path: Path) -> Path:
     records = [r for r in results["records"] if r["target"] == "shuffle"]
     layers = sorted({r["layer"] for r in records})
     heads = sorted({r["head"] for r in records if r["head"] is not None})
-    grid = np.array([[find_head(records, layer, head)["value"] for head in heads] for layer in layers])
+    grid = np.array(
+        [
+            [find(records, "shuffle", "relative_logit_change", layer, head)["value"] for head in heads]
+            for layer in layers
+        ]
+    )
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2))
     _band(left, curve(records, "shuffle", "relative_logit_change"), "mean over heads", "C0")
     left.set_xticks(layers)
@@ -46,10 +51,6 @@ def plot_figure2(results: dict, path: Path) -> Path:
     right.set_title("per head")
     fig.colorbar(image, ax=right)
     return _save(fig, path, plt)
-
-
-def find_head(records: list[dict], layer: int, head: int) -> dict:
-    return next(r for r in records if r["layer"] == layer and r["head"] == head)
 
 
 def plot_figure3a(results: dict, path: Path) -> Path:

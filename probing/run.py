@@ -44,7 +44,7 @@ from .layerwise import (
     record,
     reference_record,
 )
-from .probes import ProbeSettings, bootstrap_accuracies
+from .probes import ProbeSettings, bootstrap_accuracies, interval
 from .shuffle import shuffle_test
 
 
@@ -248,18 +248,27 @@ def ceiling_records(corpus, rows, positions, at_positions, tasks, test_rows, con
 def shuffle_records(changes: np.ndarray, num_resamples: int, seed: int) -> list[dict]:
     """Per layer (mean over heads) and per (layer, head): mean relative change over rows with
     a bootstrap interval. Layers are numbered 1..num_hidden_layers (the attention of layer i)."""
-    out = []
     num_rows, num_layers, num_heads = changes.shape
-    ones = np.ones((num_rows, 1))
+    # One bootstrap for every column: [rows, layers * (1 + heads)], layer means first.
+    columns = np.concatenate([changes.mean(-1), changes.reshape(num_rows, -1)], axis=1)
+    draws = bootstrap_means(columns, num_resamples, seed)
+    means = columns.mean(0)
+    out = []
     for layer in range(num_layers):
-        per_row = changes[:, layer].mean(-1)
-        draws = bootstrap_accuracies(per_row[:, None], ones, num_resamples, seed)[:, 0]
-        out.append(record("shuffle", layer + 1, "relative_logit_change", per_row.mean(), draws))
+        out.append(record("shuffle", layer + 1, "relative_logit_change", means[layer], draws[:, layer]))
         for head in range(num_heads):
-            draws = bootstrap_accuracies(changes[:, layer, head, None], ones, num_resamples, seed)[:, 0]
-            value = changes[:, layer, head].mean()
-            out.append(record("shuffle", layer + 1, "relative_logit_change", value, draws, head=head))
+            column = num_layers + layer * num_heads + head
+            out.append(
+                record(
+                    "shuffle", layer + 1, "relative_logit_change", means[column], draws[:, column], head=head
+                )
+            )
     return out
+
+
+def bootstrap_means(values: np.ndarray, num_resamples: int, seed: int) -> np.ndarray:
+    """`[num_resamples, M]`: column means of `values [rows, M]` on row resamples."""
+    return bootstrap_accuracies(values, np.ones_like(values), num_resamples, seed)
 
 
 def shuffle_patterns(changes: np.ndarray, num_resamples: int, seed: int) -> dict:
@@ -267,16 +276,13 @@ def shuffle_patterns(changes: np.ndarray, num_resamples: int, seed: int) -> dict
     per_layer = changes.mean(-1)  # [rows, layers]
     half = per_layer.shape[1] // 2
     difference = per_layer[:, half:].mean(1) - per_layer[:, :half].mean(1)
-    draws = bootstrap_accuracies(difference[:, None], np.ones((difference.size, 1)), num_resamples, seed)[
-        :, 0
-    ]
-    low, high = np.percentile(draws, [2.5, 97.5])
+    low, high = interval(bootstrap_means(difference[:, None], num_resamples, seed)[:, 0])
     mean = per_layer.mean(0)
     return {
         "lower_layers": list(range(1, half + 1)),
         "upper_layers": list(range(half + 1, per_layer.shape[1] + 1)),
         "upper_minus_lower": float(difference.mean()),
-        "upper_minus_lower_ci": [float(low), float(high)],
+        "upper_minus_lower_ci": [low, high],
         "upper_layers_change_less": bool(high < 0),
         "layer_of_largest_change": int(np.argmax(mean)) + 1,
         "layer_of_smallest_change": int(np.argmin(mean)) + 1,
