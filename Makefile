@@ -1,4 +1,4 @@
-# One command each: `make demo` (install + the main job on the small preset) and `make test`.
+# One command each: `make demo` (install + scripts/reproduce.py on the small preset) and `make test`.
 # Everything goes into a virtual environment in .venv; torch is pinned to the 2.13.0 wheel
 # (the CPU build on machines without a GPU; pip picks the CUDA build on a GPU box).
 
@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-OUT ?= runs/small
+OUT ?= runs/reproduce-small
 
 .PHONY: install demo test lint bench clean
 
@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: install
-	HF_HUB_OFFLINE=1 $(PY) scripts/generate.py --preset small --out $(OUT)/corpus --overwrite
+	HF_HUB_OFFLINE=1 $(PY) scripts/reproduce.py --preset small --out $(OUT)
 
 test: install
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q

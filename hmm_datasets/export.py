@@ -24,6 +24,8 @@ import numpy as np
 import pyarrow.parquet as pq
 from huggingface_hub import DatasetCard, DatasetCardData
 
+from model_cards import DATASET_CARD_MARKER, DATASET_CARD_TEMPLATE
+
 from .bayes import BayesOptimalPredictor
 from .config import GENERATOR_VERSION, PRESETS, SPLITS, HMMMixtureConfig
 from .hmm_mixture import CITATION, CONFIG_MARKER, builder_for, generator_code_hash, params_for_config
@@ -34,7 +36,6 @@ from .yardstick import accuracy_table, format_accuracy_table
 CONFIG_FILENAME = "hmm_mixture_config.json"
 TABLE_FILENAME = "bayes_accuracy.json"
 DATA_DIR = "data"
-_TEMPLATE = Path(__file__).parent / "templates" / "dataset_card.md"
 
 
 def export_corpus(
@@ -67,6 +68,10 @@ def export_corpus(
     try:
         staging.mkdir()
         _write_corpus(config, staging, num_proc=num_proc, table_rows=table_rows, progress=progress)
+        card = render_dataset_card(
+            config, load_hmm_params(staging), _read_table(staging), _data_bytes(staging), str(folder)
+        )
+        card.save(staging / "README.md")
         _replace_folder(staging, folder)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -116,7 +121,26 @@ def _write_corpus(config: HMMMixtureConfig, out: Path, *, num_proc, table_rows: 
             progress=progress,
         )
         (out / TABLE_FILENAME).write_text(json.dumps(table, indent=2) + "\n")
-    render_dataset_card(config, params, table).save(out / "README.md")
+
+
+def _read_table(folder: Path) -> dict | None:
+    path = folder / TABLE_FILENAME
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _data_bytes(folder: Path) -> dict[str, int]:
+    """Bytes of the Parquet shards of each split."""
+    return {
+        split: sum(path.stat().st_size for path in (folder / DATA_DIR).glob(f"{split}-*.parquet"))
+        for split in SPLITS
+    }
+
+
+def dataset_card_for_folder(folder: str | os.PathLike, repo_id: str | None = None) -> DatasetCard:
+    """The dataset card of an exported corpus folder, its usage written for `repo_id` when given."""
+    folder = Path(folder)
+    config, params, table = load_corpus_config(folder), load_hmm_params(folder), _read_table(folder)
+    return render_dataset_card(config, params, table, _data_bytes(folder), repo_id or str(folder), repo_id)
 
 
 def read_parquet_columns(
@@ -152,8 +176,22 @@ def _replace_folder(staging: Path, folder: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def render_dataset_card(config: HMMMixtureConfig, params: HMMParams, table: dict | None) -> DatasetCard:
-    """The dataset card: YAML `configs:` for `load_dataset(folder)`, then the numbers."""
+def render_dataset_card(
+    config: HMMMixtureConfig,
+    params: HMMParams,
+    table: dict | None,
+    data_bytes: dict[str, int],
+    location: str,
+    repo_id: str | None = None,
+) -> DatasetCard:
+    """The dataset card: YAML `configs:` for `load_dataset(folder)`, then the numbers.
+
+    `data_bytes` is the size of each split's Parquet shards; `location` what the usage snippet loads
+    (the folder, or the Hub id once pushed); `repo_id` the Hub dataset repo, when there is one.
+    The YAML `dataset_info` (split sizes, bytes) also tells apart, in datasets' cache, two
+    corpora whose folders have the same name: for a folder with `configs:` datasets keys its
+    cache by the folder's name, the file patterns and this `dataset_info`.
+    """
     card_data = DatasetCardData(
         license="apache-2.0",
         pretty_name=f"Mixture of {config.num_tasks} HMMs ({config.name})",
@@ -170,6 +208,15 @@ def render_dataset_card(config: HMMMixtureConfig, params: HMMParams, table: dict
                 ],
             }
         ],
+        dataset_info={
+            "config_name": "default",
+            "download_size": sum(data_bytes.values()),
+            "splits": [
+                {"name": split, "num_bytes": data_bytes[split], "num_examples": config.num_rows(split)}
+                for split in SPLITS
+                if config.num_rows(split) > 0
+            ],
+        },
     )
     diagnostics = task_diagnostics(params)
     summary = {
@@ -223,7 +270,7 @@ def render_dataset_card(config: HMMMixtureConfig, params: HMMParams, table: dict
     ]
     return DatasetCard.from_template(
         card_data,
-        template_path=str(_TEMPLATE),
+        template_path=str(DATASET_CARD_TEMPLATE),
         pretty_name=card_data.pretty_name,
         config=config,
         config_json=config.to_json(),
@@ -237,6 +284,9 @@ def render_dataset_card(config: HMMMixtureConfig, params: HMMParams, table: dict
         table_text=format_accuracy_table(table) if table else "(not computed: table_rows=0)",
         regenerate_args=_regenerate_args(config),
         citation=CITATION,
+        location=location,
+        repo_id=repo_id,
+        marker=DATASET_CARD_MARKER,
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import hmm_datasets
 from hmm_datasets import HMMMixtureConfig, HMMParams, SampleLayout
+from hmm_datasets.config import SPLITS
 
 from .configuration_hmm_roformer import HMMRoFormerConfig
 
@@ -41,11 +42,30 @@ def open_corpus(source: str | HMMMixtureConfig, num_proc: int | None = None) -> 
     folder = Path(source)
     if not folder.is_dir():
         folder = _download_dataset(source)
-    from datasets import load_dataset
-
     config = hmm_datasets.load_corpus_config(folder)
     params = hmm_datasets.load_hmm_params(folder)
-    return Corpus(load_dataset(str(folder)), config, params, str(source))
+    return Corpus(load_exported_splits(folder), config, params, str(source))
+
+
+def load_exported_splits(folder: Path):
+    """The splits of an exported corpus folder, read from its Parquet shards.
+
+    Not `load_dataset(folder)`: for a folder whose card declares `configs:`, datasets keys its
+    cache by the folder's name and the file patterns only, so two corpora in folders of the
+    same name (`runs/a/corpus`, `runs/b/corpus`) would share one cache entry. Named files are
+    keyed by their paths and modification times.
+    """
+    from datasets import load_dataset
+
+    from hmm_datasets.export import DATA_DIR
+
+    files = {
+        split: sorted(str(p) for p in (folder / DATA_DIR).glob(f"{split}-*.parquet")) for split in SPLITS
+    }
+    files = {split: paths for split, paths in files.items() if paths}
+    if not files:
+        raise ValueError(f"{folder} has no {DATA_DIR}/*.parquet shards: it is not an exported corpus folder.")
+    return load_dataset("parquet", data_files=files)
 
 
 def _download_dataset(repo_id: str) -> Path:

@@ -173,6 +173,29 @@ def curve(records: list[dict], target: str, metric: str = "accuracy") -> dict[st
     }
 
 
+def probe_targets(distances) -> list[str]:
+    """The probed targets in table order: hidden state, task, the token k back for each distance."""
+    return ["hidden_state", "task", *(f"previous_token_{d}" for d in distances)]
+
+
+CEILINGS = {"hidden_state": "oracle_accuracy", "task": "bayes_optimal_accuracy"}  # previous tokens: 1
+
+
+def table_cells(records: list[dict], targets: list[str], layer: int) -> list[str]:
+    """One table row: "accuracy [selectivity]" of each target at `layer`."""
+    return [
+        f"{find(records, t, 'accuracy', layer)['value']:.3f} [{find(records, t, 'selectivity', layer)['value']:+.2f}]"
+        for t in targets
+    ]
+
+
+def chance_and_ceiling_cells(records: list[dict], targets: list[str]) -> tuple[list[str], list[str]]:
+    """The chance row and the ceiling row (oracle filter, Bayes-optimal task posterior, 1)."""
+    chance = [f"{find(records, t, 'chance')['value']:.3f}" for t in targets]
+    ceiling = [f"{find(records, t, CEILINGS[t])['value']:.3f}" if t in CEILINGS else "1" for t in targets]
+    return chance, ceiling
+
+
 def find(records: list[dict], target: str, metric: str, layer=None, head=None) -> dict | None:
     """The record of (target, metric, layer, head), None if there is none."""
     for r in records:

@@ -37,12 +37,15 @@ from .labels import (
     split_rows,
 )
 from .layerwise import (
+    chance_and_ceiling_cells,
     find,
     hidden_state_and_task_patterns,
     layerwise_probes,
     previous_token_patterns,
+    probe_targets,
     record,
     reference_record,
+    table_cells,
 )
 from .probes import ProbeSettings, bootstrap_accuracies, interval
 from .shuffle import shuffle_test
@@ -143,8 +146,7 @@ def run_probing(model, corpus: Corpus, config: ProbeConfig, *, progress: bool = 
     timings["capture"] = time.perf_counter() - started
 
     started = time.perf_counter()
-    distance_targets = [f"previous_token_{d}" for d in config.distances]
-    targets = ["hidden_state", "task", *distance_targets]
+    targets = probe_targets(config.distances)
     row_task = np.asarray(rows["task_id"]).astype(np.int64)
     groups = {target: np.zeros_like(row_task) for target in targets}
     groups["hidden_state"] = row_task  # one probe per task: states of different HMMs share nothing
@@ -293,7 +295,7 @@ def format_summary(results: dict) -> str:
     """The per-layer tables and the patterns, as plain text."""
     records = results["records"]
     distances = results["settings"]["distances"]
-    targets = ["hidden_state", "task", *(f"previous_token_{d}" for d in distances)]
+    targets = probe_targets(distances)
     names = ["state", "task", *(f"prev {d}" for d in distances)]
     lines = [
         f"Probe accuracy on probe-test positions ({results['num_probe_rows']['test']} rows); in brackets the "
@@ -301,18 +303,11 @@ def format_summary(results: dict) -> str:
         f"{'layer':>6}  " + "  ".join(f"{name:>15}" for name in names),
     ]
     for layer in results["layers"]:
-        cells = []
-        for target in targets:
-            accuracy = find(records, target, "accuracy", layer)["value"]
-            selectivity = find(records, target, "selectivity", layer)["value"]
-            cells.append(f"{accuracy:.3f} [{selectivity:+.2f}]")
+        cells = table_cells(records, targets, layer)
         lines.append(f"{layer:>6}  " + "  ".join(f"{cell:>15}" for cell in cells))
-    lines.append(
-        f"{'chance':>6}  " + "  ".join(f"{find(records, t, 'chance')['value']:>15.3f}" for t in targets)
-    )
-    ceiling = {"hidden_state": "oracle_accuracy", "task": "bayes_optimal_accuracy"}
-    cells = [f"{find(records, t, ceiling[t])['value']:.3f}" if t in ceiling else "1" for t in targets]
-    lines.append(f"{'best':>6}  " + "  ".join(f"{cell:>15}" for cell in cells))
+    chance, ceiling = chance_and_ceiling_cells(records, targets)
+    lines.append(f"{'chance':>6}  " + "  ".join(f"{cell:>15}" for cell in chance))
+    lines.append(f"{'best':>6}  " + "  ".join(f"{cell:>15}" for cell in ceiling))
     lines.append("(best: oracle filter for the hidden state, Bayes-optimal task posterior for the task)")
 
     shuffle = [

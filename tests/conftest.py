@@ -1,6 +1,7 @@
 """Offline, isolated test runs: no network, a private datasets cache, two torch threads."""
 
 import os
+from pathlib import Path
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
@@ -23,3 +24,53 @@ def _private_datasets_cache(tmp_path_factory):
     datasets.disable_progress_bars()
     yield cache
     datasets.config.HF_DATASETS_CACHE = previous
+
+
+PLUGIN_MODULES = ("hmm_datasets", "modeling_hmmroformer", "probing", "model_cards")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def run_without_plugin(tmp_path):
+    """Run Python source in a fresh process where no module of this package can be imported."""
+    import subprocess
+    import sys
+    import textwrap
+
+    def run(source: str) -> str:
+        blocker = f"import sys\nfor name in {PLUGIN_MODULES!r}:\n    sys.modules[name] = None\n"
+        env = {
+            **os.environ,
+            "HF_HUB_OFFLINE": "1",
+            "HF_DATASETS_CACHE": str(tmp_path / "datasets_cache"),
+            "HF_MODULES_CACHE": str(tmp_path / "modules"),
+        }
+        done = subprocess.run(
+            [sys.executable, "-c", blocker + textwrap.dedent(source)],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done.stdout
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def reproduced_tiny(tmp_path_factory):
+    """`scripts/reproduce.py --preset tiny`, end to end, once per session: (folder, its stdout)."""
+    import subprocess
+    import sys
+
+    out = tmp_path_factory.mktemp("reproduce") / "tiny"
+    command = [sys.executable, str(ROOT / "scripts" / "reproduce.py"), "--preset", "tiny", "--out", str(out)]
+    env = {**os.environ, "HF_DATASETS_CACHE": str(out.parent / "datasets_cache")}
+    done = subprocess.run(
+        [*command, "--quiet"], capture_output=True, text=True, env=env, timeout=600, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out, done.stdout

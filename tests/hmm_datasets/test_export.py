@@ -1,8 +1,4 @@
 import json
-import os
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -39,31 +35,18 @@ def test_folder_is_a_hub_dataset_repo(exported):
     assert [row["num_demos"] for row in table["by_num_demos"]] == [0, 1, 2, 4]
 
 
-def test_load_dataset_on_the_folder_needs_no_plugin(exported, tmp_path):
+def test_load_dataset_on_the_folder_needs_no_plugin(exported, run_without_plugin):
     """In a fresh process where the plugin cannot be imported, the rows come back unchanged."""
-    script = textwrap.dedent(
+    stdout = run_without_plugin(
         f"""
-        import sys, json
-        for name in ("hmm_datasets", "modeling_hmmroformer", "probing"):
-            sys.modules[name] = None  # any import of the plugin now fails
+        import json
         from datasets import load_dataset
         ds = load_dataset({str(exported)!r}, split="validation")
         rows = ds[:]
         print(json.dumps({{"ids": rows["input_ids"], "tasks": rows["task_id"], "features": str(ds.features)}}))
         """
     )
-    env = {**os.environ, "HF_DATASETS_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=env,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    loaded = json.loads(result.stdout.strip().splitlines()[-1])
+    loaded = json.loads(stdout.strip().splitlines()[-1])
     expected = load_dataset("hmm_mixture", "tiny", split="validation")[:]
     np.testing.assert_array_equal(np.asarray(loaded["ids"]), np.asarray(expected["input_ids"]))
     np.testing.assert_array_equal(loaded["tasks"], expected["task_id"])

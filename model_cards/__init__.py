@@ -1,0 +1,19 @@
+"""Jinja templates of the cards that travel with a checkpoint and a corpus, and of the report
+of a reproduction, rendered with `huggingface_hub`'s `ModelCard` / `DatasetCard`.
+
+    model_card.md     a checkpoint's README.md (`model_cards.render.render_model_card`)
+    dataset_card.md   an exported corpus's README.md (`hmm_datasets.export.render_dataset_card`)
+    report.md         REPORT.md of `scripts/reproduce.py` (`model_cards.render.render_report`)
+    results.md        the results section both the model card and the report show
+"""
+
+from pathlib import Path
+
+TEMPLATE_DIR = Path(__file__).parent
+MODEL_CARD_TEMPLATE = TEMPLATE_DIR / "model_card.md"
+DATASET_CARD_TEMPLATE = TEMPLATE_DIR / "dataset_card.md"
+REPORT_TEMPLATE = TEMPLATE_DIR / "report.md"
+RESULTS_TEMPLATE = TEMPLATE_DIR / "results.md"
+# first line of a rendered card's body: a card with it may be rendered again (for the repo it goes to)
+MODEL_CARD_MARKER = "<!-- rendered by hmm-roformer: model_cards/model_card.md -->"
+DATASET_CARD_MARKER = "<!-- rendered by hmm-roformer: model_cards/dataset_card.md -->"

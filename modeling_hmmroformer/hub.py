@@ -1,0 +1,217 @@
+"""Publish a model folder or an exported corpus folder to the Hugging Face Hub.
+
+`plan_model_upload` / `plan_dataset_upload` check a folder and list exactly which file goes
+where (training state such as optimizer pickles and `checkpoint-*` folders stays home; the
+card is rendered for the repo it goes to); `push_plan` sends a plan through a client with
+`HfApi`'s `create_repo` and `create_commit` (the tests pass a fake one). Nothing here
+touches the network but the client.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from huggingface_hub import CommitOperationAdd
+from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+from model_cards import DATASET_CARD_MARKER, MODEL_CARD_MARKER
+
+CODE_FILES = ("configuration_hmm_roformer.py", "modeling_hmm_roformer.py")
+TRAINING_STATE_SUFFIXES = (
+    ".bin",
+    ".pt",
+    ".pth",
+    ".pkl",
+)  # pickles of the Trainer's state, never weights here
+
+
+@dataclass(frozen=True)
+class PlannedFile:
+    """One file of an upload: a file of the folder, or bytes made for this upload (a card)."""
+
+    path_in_repo: str
+    source: Path | None = None
+    content: bytes | None = None
+
+    @property
+    def size(self) -> int:
+        return len(self.content) if self.content is not None else self.source.stat().st_size
+
+
+@dataclass
+class UploadPlan:
+    repo_id: str
+    repo_type: str  # "model" or "dataset"
+    folder: Path
+    private: bool
+    files: list[PlannedFile]
+    skipped: list[str]  # what stays home, with why
+
+
+def check_repo_id(repo_id: str) -> str:
+    """`ORG/NAME` as the Hub spells repo ids; a `ValueError` saying what is wrong otherwise."""
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as error:
+        raise ValueError(f"--repo-id {repo_id!r} is not a Hub repo id: {error}") from error
+    if "/" not in repo_id:
+        raise ValueError(
+            f"--repo-id {repo_id!r} has no owner: write ORG/NAME (your user name or an organisation)."
+        )
+    return repo_id
+
+
+def folder_files(folder: Path) -> list[Path]:
+    """Every file under `folder`, relative to it, sorted; hidden files and folders left out."""
+    return sorted(
+        path.relative_to(folder)
+        for path in folder.rglob("*")
+        if path.is_file() and not any(part.startswith(".") for part in path.relative_to(folder).parts)
+    )
+
+
+def plan_model_upload(
+    folder: str | os.PathLike, repo_id: str, *, private: bool = False, dataset_repo_id: str | None = None
+) -> UploadPlan:
+    """Check a model folder and plan its upload: weights (safetensors), code, configs, figures, card."""
+    from model_cards.render import render_model_card
+
+    folder = _existing_folder(folder, "--model")
+    check_repo_id(repo_id)
+    if dataset_repo_id is not None:
+        check_repo_id(dataset_repo_id)
+    check_model_folder(folder)
+    files, skipped = [], []
+    for path in folder_files(folder):
+        top = path.parts[0]
+        if len(path.parts) > 1 and (top.startswith("checkpoint-") or top == "runs"):
+            reason = f"{top}/ (training checkpoints and logs)"
+            if reason not in skipped:
+                skipped.append(reason)
+        elif path.suffix in TRAINING_STATE_SUFFIXES:
+            skipped.append(f"{path} (training state, a pickle)")
+        elif path != Path("README.md"):
+            files.append(PlannedFile(path.as_posix(), folder / path))
+    card = folder / "README.md"
+    if card.is_file() and MODEL_CARD_MARKER not in card.read_text():
+        files.append(PlannedFile("README.md", card))  # a card written by hand goes as it is
+    else:
+        rendered = render_model_card(folder, repo_id=repo_id, dataset_repo_id=dataset_repo_id)
+        files.append(PlannedFile("README.md", content=str(rendered).encode()))
+    return UploadPlan(repo_id, "model", folder, private, _sorted(files), skipped)
+
+
+def check_model_folder(folder: Path) -> None:
+    """A folder `from_pretrained(..., trust_remote_code=True)` can load without the plugin."""
+    config_path = folder / "config.json"
+    if not config_path.is_file():
+        raise ValueError(
+            f"--model {folder} has no config.json: pass a model folder written by scripts/train.py."
+        )
+    config = json.loads(config_path.read_text())
+    if config.get("model_type") != "hmm_roformer":
+        raise ValueError(
+            f"--model {folder} holds a {config.get('model_type')!r} model, not an HMMRoFormer (model_type "
+            "'hmm_roformer'): this script publishes hmm-roformer checkpoints."
+        )
+    if "AutoModelForCausalLM" not in (config.get("auto_map") or {}):
+        raise ValueError(
+            f"--model {folder}: config.json has no auto_map, so the Hub copy would not load with "
+            "trust_remote_code=True. Save the model again with save_pretrained (it writes the auto_map)."
+        )
+    missing = [name for name in CODE_FILES if not (folder / name).is_file()]
+    if missing:
+        raise ValueError(
+            f"--model {folder} lacks the model code {missing}: save it again with save_pretrained, which copies it."
+        )
+    if not ((folder / "model.safetensors").is_file() or (folder / "model.safetensors.index.json").is_file()):
+        raise ValueError(
+            f"--model {folder} has no model.safetensors: the Hub copy carries safetensors weights only. "
+            "Save the model with save_pretrained (safe_serialization is the default)."
+        )
+
+
+def plan_dataset_upload(folder: str | os.PathLike, repo_id: str, *, private: bool = False) -> UploadPlan:
+    """Check an exported corpus folder and plan its upload: Parquet shards, HMM parameters, card."""
+    from hmm_datasets.export import CONFIG_FILENAME, DATA_DIR, PARAMS_FILENAME, dataset_card_for_folder
+
+    folder = _existing_folder(folder, "--dataset")
+    check_repo_id(repo_id)
+    needed = [CONFIG_FILENAME, PARAMS_FILENAME]
+    missing = [name for name in needed if not (folder / name).is_file()]
+    if missing or not list((folder / DATA_DIR).glob("*.parquet")):
+        raise ValueError(
+            f"--dataset {folder} is not an exported corpus (missing: {missing or [DATA_DIR + '/*.parquet']}): "
+            "pass a folder written by scripts/generate.py or scripts/reproduce.py."
+        )
+    files, skipped = [], []
+    for path in folder_files(folder):
+        if path.suffix == ".lock":
+            skipped.append(f"{path} (a file lock)")
+        elif path != Path("README.md"):
+            files.append(PlannedFile(path.as_posix(), folder / path))
+    card = folder / "README.md"
+    if card.is_file() and DATASET_CARD_MARKER not in card.read_text():
+        files.append(PlannedFile("README.md", card))
+    else:
+        files.append(PlannedFile("README.md", content=str(dataset_card_for_folder(folder, repo_id)).encode()))
+    return UploadPlan(repo_id, "dataset", folder, private, _sorted(files), skipped)
+
+
+def _existing_folder(folder: str | os.PathLike, flag: str) -> Path:
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ValueError(f"{flag} {folder}: no such folder.")
+    return folder
+
+
+def _sorted(files: list[PlannedFile]) -> list[PlannedFile]:
+    return sorted(files, key=lambda planned: planned.path_in_repo)
+
+
+def human_size(size: int) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if size < 1000 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    raise AssertionError("unreachable")
+
+
+def format_plan(plan: UploadPlan) -> str:
+    """What would go where, with sizes: the `--dry-run` output."""
+    url = f"https://huggingface.co/{'datasets/' if plan.repo_type == 'dataset' else ''}{plan.repo_id}"
+    lines = [f"{plan.repo_type} repo {plan.repo_id} ({'private' if plan.private else 'public'}): {url}"]
+    width = max(len(planned.path_in_repo) for planned in plan.files)
+    for planned in plan.files:
+        origin = str(planned.source) if planned.source is not None else "rendered for this repo"
+        lines.append(f"  {planned.path_in_repo:<{width}}  {human_size(planned.size):>9}  <- {origin}")
+    total = sum(planned.size for planned in plan.files)
+    lines.append(f"{len(plan.files)} files, {human_size(total)}")
+    if plan.skipped:
+        lines.append("not uploaded: " + "; ".join(plan.skipped))
+    return "\n".join(lines)
+
+
+def push_plan(plan: UploadPlan, client) -> str:
+    """Create the repo (if needed) and upload the plan's files in one commit; returns the commit URL.
+
+    `client` has `HfApi`'s `create_repo` and `create_commit` (an `HfApi()` for the real Hub).
+    """
+    client.create_repo(plan.repo_id, repo_type=plan.repo_type, private=plan.private, exist_ok=True)
+    operations = [
+        CommitOperationAdd(
+            path_in_repo=planned.path_in_repo,
+            path_or_fileobj=planned.content if planned.content is not None else str(planned.source),
+        )
+        for planned in plan.files
+    ]
+    info = client.create_commit(
+        repo_id=plan.repo_id,
+        repo_type=plan.repo_type,
+        operations=operations,
+        commit_message=f"Upload {plan.repo_type} from hmm-roformer ({len(operations)} files)",
+    )
+    return str(getattr(info, "commit_url", info))

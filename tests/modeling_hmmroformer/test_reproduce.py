@@ -1,0 +1,279 @@
+"""scripts/reproduce.py end to end on `tiny`: the report, the cards, resumable stages, and the
+published folders used without the plugin."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from huggingface_hub import ModelCard
+
+import hmm_datasets
+from modeling_hmmroformer.reproduce import (
+    PRESETS,
+    STAGES,
+    STATE_NAME,
+    make_reproduction,
+    read_state,
+    run_reproduction,
+)
+from probing import capture_hidden_states, load_hmm_roformer, sample_positions
+
+ROOT = Path(__file__).resolve().parents[2]
+FIGURES = [
+    "figure1/figure1.png",
+    "probes/figure2_shuffle.png",
+    "probes/figure3a_hidden_state_task.png",
+    "probes/figure3b_previous_tokens.png",
+    "probes/figure7_attention_row0.png",
+]
+
+
+def tiny_reproduction(out, *overrides):
+    return make_reproduction(
+        "tiny",
+        out,
+        configs_dir=ROOT / "configs",
+        train_script=ROOT / "scripts" / "train.py",
+        overrides=list(overrides),
+        progress=False,
+    )
+
+
+def test_the_report_shows_every_figure_and_every_number_next_to_bayes(reproduced_tiny):
+    out, stdout = reproduced_tiny
+    report = (out / "REPORT.md").read_text()
+    for figure in FIGURES:
+        assert f"]({figure})" in report and (out / figure).is_file(), figure
+    figure1 = json.loads((out / "figure1" / "figure1.json").read_text())
+    by_demos = figure1["by_num_demos"]
+    for name in ("model", "bayes", "oracle"):  # the headline row: all demonstrations
+        assert f"{by_demos[name]['accuracy'][-1]:.3f}" in report
+    headline = next(
+        line for line in report.splitlines() if line.startswith("| top-1 accuracy, 4 demonstrations |")
+    )
+    assert headline.split("|")[2:5] == [
+        f" {by_demos[name]['accuracy'][-1]:.3f} " for name in ("model", "bayes", "oracle")
+    ]
+    assert f"| argmax = Bayes-optimal argmax | {figure1['model_vs_bayes']['agreement']:.3f} |" in report
+    probes = json.loads((out / "probes" / "probe_results.json").read_text())
+    task_ceiling = next(
+        r["value"]
+        for r in probes["records"]
+        if r["target"] == "task" and r["metric"] == "bayes_optimal_accuracy"
+    )
+    assert (
+        f"| ceiling | {next(r['value'] for r in probes['records'] if r['metric'] == 'oracle_accuracy'):.3f} | {task_ceiling:.3f} |"
+        in report
+    )
+    results = json.loads((out / "results.json").read_text())
+    claims = results["claims"]
+    assert [c["figure"] for c in claims] == ["1", "1", "2", "3(a)", "3(a)", "3(b)", "3(b)", "3(b)"]
+    for claim in claims:
+        assert f"| {claim['figure']} | {claim['claim']} | {'yes' if claim['holds'] else '**no**'} |" in report
+        assert claim["claim"] in stdout
+    assert claims[2]["holds"] == probes["patterns"]["figure2"]["upper_layers_change_less"]
+    for stage in STAGES[:-1]:
+        assert f"| {stage} | " in report
+    assert set(results["stage_seconds"]) == set(STAGES) - {"report"}
+
+
+def test_the_checkpoint_carries_a_model_card_with_the_measured_results(reproduced_tiny):
+    out, _ = reproduced_tiny
+    model = out / "model"
+    names = {path.name for path in model.iterdir()}
+    assert {"model.safetensors", "config.json", "README.md", "hmm_params.safetensors"} <= names
+    assert {"configuration_hmm_roformer.py", "modeling_hmm_roformer.py", "figure1", "probes"} <= names
+    assert not any(name.startswith("checkpoint-") or name.endswith(".bin") for name in names)
+    assert "auto_map" in json.loads((model / "config.json").read_text())
+    card = ModelCard.load(model / "README.md")
+    assert card.data.library_name == "transformers" and "arxiv:2506.01919" in card.data.tags
+    figure1 = json.loads((model / "figure1" / "figure1.json").read_text())
+    metrics = {result.metric_name: result.metric_value for result in card.data.eval_results}
+    assert metrics["Top-1 accuracy, 4 demonstrations"] == round(
+        figure1["by_num_demos"]["model"]["accuracy"][-1], 4
+    )
+    assert metrics["Argmax agreement with the Bayes-optimal predictor"] == round(
+        figure1["model_vs_bayes"]["agreement"], 4
+    )
+    text = card.text
+    assert f'from_pretrained("{model}", trust_remote_code=True)' in text
+    assert "arxiv.org/abs/2506.01919" in text and "@article" in text
+    for figure in FIGURES:
+        assert f"]({figure})" in text and (model / figure).is_file()
+    corpus_card = (out / "corpus" / "README.md").read_text()
+    assert "configs:" in corpus_card and f'load_dataset("{out / "corpus"}")' in corpus_card
+
+
+def test_a_rerun_skips_every_complete_stage(reproduced_tiny):
+    out, _ = reproduced_tiny
+    before = {path: path.stat().st_mtime_ns for path in out.rglob("*") if path.is_file()}
+    command = [sys.executable, str(ROOT / "scripts" / "reproduce.py"), "--preset", "tiny", "--out", str(out)]
+    done = subprocess.run([*command, "--quiet"], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("complete, skipped") == len(STAGES)
+    changed = [path for path, mtime in before.items() if path.stat().st_mtime_ns != mtime]
+    assert [path.name for path in changed] == [STATE_NAME]  # rewritten with the same content
+
+
+def test_an_interrupted_stage_is_redone_never_used(reproduced_tiny, tmp_path):
+    source, _ = reproduced_tiny
+    out = tmp_path / "tiny"
+    shutil.copytree(source, out)
+    original = (out / "figure1" / "figure1.json").read_text()
+    # interrupted while evaluating: a half-written result and a staging folder are left behind
+    state = json.loads((out / STATE_NAME).read_text())
+    state["stages"] = {name: v for name, v in state["stages"].items() if name in ("corpus", "train")}
+    (out / STATE_NAME).write_text(json.dumps(state))
+    (out / "figure1" / "figure1.json").write_text(original[: len(original) // 2])
+    (out / ".figure1.partial").mkdir()
+    (out / ".figure1.partial" / "junk").write_text("x")
+    trained = (out / "training" / "model.safetensors").stat().st_mtime_ns
+    logged = []
+    run_reproduction(tiny_reproduction(out), log=logged.append)
+    assert logged[:2] == [line for line in logged if "skipped" in line]  # corpus and train
+    assert (out / "figure1" / "figure1.json").read_text() == original  # redone, same seed, same numbers
+    assert json.loads((out / "model" / "figure1" / "figure1.json").read_text()) == json.loads(original)
+    assert not (out / ".figure1.partial").exists()
+    assert (out / "training" / "model.safetensors").stat().st_mtime_ns == trained
+    assert set(json.loads((out / STATE_NAME).read_text())["stages"]) == set(STAGES)
+
+
+def test_a_folder_made_with_other_settings_is_refused_and_kept(reproduced_tiny):
+    out, _ = reproduced_tiny
+    state = (out / STATE_NAME).read_text()
+    with pytest.raises(ValueError, match="other settings"):
+        read_state(tiny_reproduction(out, "--training.max_steps=10"))
+    assert (out / STATE_NAME).read_text() == state
+
+
+def test_a_folder_that_is_not_a_reproduction_is_refused(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="not a reproduction folder"):
+        run_reproduction(tiny_reproduction(tmp_path))
+    assert [path.name for path in tmp_path.iterdir()] == ["notes.txt"]
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (
+            ["--preset", "tiny", "--set", "model.num_layers=3"],
+            "unknown field(s) ['num_layers'] in section 'model'",
+        ),
+        (["--preset", "tiny", "--num-processes", "2"], "needs as many GPUs"),
+    ],
+)
+def test_bad_input_is_one_error_line(tmp_path, arguments, message):
+    if "--num-processes" in arguments and torch.cuda.is_available():
+        pytest.skip("this machine has GPUs")
+    command = [
+        sys.executable,
+        str(ROOT / "scripts" / "reproduce.py"),
+        *arguments,
+        "--out",
+        str(tmp_path / "r"),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 2
+    assert done.stderr.startswith("error:") and message in done.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_presets_are_validated():
+    assert set(PRESETS) == {"tiny", "small", "paper"}
+    with pytest.raises(ValueError, match="eval_rows"):
+        type(PRESETS["tiny"])("x", "tiny.yaml", eval_rows=0, corpus_table_rows=0)
+    with pytest.raises(ValueError, match="not a reproduction preset"):
+        make_reproduction(
+            "huge", "x", configs_dir=ROOT / "configs", train_script=ROOT / "scripts" / "train.py"
+        )
+
+
+# ---- the published folders, without the plugin ------------------------------------------------
+def test_the_exported_model_loads_without_the_plugin_and_the_probes_capture_it(
+    reproduced_tiny, run_without_plugin, tmp_path
+):
+    out, _ = reproduced_tiny
+    model_dir = out / "model"
+    test = hmm_datasets.load_hmm_mixture("tiny", split="test").with_format("numpy")[:6]["input_ids"]
+    positions = sample_positions(
+        hmm_datasets.SampleLayout.from_config(hmm_datasets.get_preset("tiny")), 6, 5, seed=0
+    )
+    np.save(tmp_path / "ids.npy", np.asarray(test))
+    np.save(tmp_path / "positions.npy", positions)
+    run_without_plugin(
+        f"""
+        import importlib.util
+        import numpy as np
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained({str(model_dir)!r}, trust_remote_code=True)
+        assert "transformers_modules" in type(model).__module__, type(model).__module__
+        # the probes' capture module, by its path: it needs torch, numpy and tqdm only
+        spec = importlib.util.spec_from_file_location("capture", {str(ROOT / "probing" / "capture.py")!r})
+        capture = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(capture)
+        capture.check_hmm_roformer(model)
+        ids, positions = np.load("ids.npy"), np.load("positions.npy")
+        states = capture.capture_hidden_states(model.eval(), ids, positions, dtype="float32", progress=False)
+        logits = capture.capture_attention_logits(model, ids, [40, 45], positions)
+        np.save("remote_states.npy", states.numpy())
+        np.save("remote_logits.npy", logits.numpy())
+        """
+    )
+    model = load_hmm_roformer(str(model_dir), "cpu")
+    states = capture_hidden_states(model, test, positions, dtype="float32", progress=False)
+    remote = np.load(tmp_path / "remote_states.npy")
+    assert remote.shape == (3, 6, 5, 32)  # embeddings + 2 layers, rows, positions, hidden
+    np.testing.assert_allclose(remote, states.numpy(), atol=1e-5)
+    with torch.no_grad():
+        hidden = model(torch.as_tensor(test), output_hidden_states=True).hidden_states
+    expected = torch.stack(hidden).gather(
+        2, torch.as_tensor(positions)[None, ..., None].expand(3, -1, -1, 32)
+    )
+    np.testing.assert_allclose(remote, expected.numpy(), atol=1e-5)
+    assert np.load(tmp_path / "remote_logits.npy").shape == (2, 6, 2, 2, 5)
+
+
+def test_the_exported_corpus_loads_without_the_plugin(reproduced_tiny, run_without_plugin):
+    out, _ = reproduced_tiny
+    stdout = run_without_plugin(
+        f"""
+        import json
+        from datasets import load_dataset
+
+        ds = load_dataset({str(out / "corpus")!r})
+        print(json.dumps({{split: ds[split][:] for split in ds}}))
+        """
+    )
+    loaded = json.loads(stdout.strip().splitlines()[-1])
+    expected = hmm_datasets.load_hmm_mixture("tiny")
+    assert set(loaded) == {"train", "validation", "test"}
+    for split, rows in loaded.items():
+        reference = expected[split][:]
+        for column in ("input_ids", "hidden_states", "task_id", "segment_ids"):
+            np.testing.assert_array_equal(
+                np.asarray(rows[column]), np.asarray(reference[column]), err_msg=split
+            )
+
+
+def test_corpora_in_folders_of_the_same_name_do_not_share_a_cache_entry(tmp_path):
+    """datasets keys `load_dataset(folder)` by the folder's name: two `corpus` folders must not mix."""
+    from datasets import load_dataset
+
+    from modeling_hmmroformer.corpus import open_corpus
+
+    configs = {"a": hmm_datasets.get_preset("tiny"), "b": hmm_datasets.get_preset("tiny", seed=1)}
+    for name, config in configs.items():
+        hmm_datasets.export_corpus(config, tmp_path / name / "corpus", table_rows=0, progress=False)
+    for name, config in configs.items():
+        expected = hmm_datasets.load_hmm_mixture(config, split="validation")["input_ids"]
+        opened = open_corpus(str(tmp_path / name / "corpus")).splits["validation"]["input_ids"]
+        plain = load_dataset(str(tmp_path / name / "corpus"), split="validation")["input_ids"]
+        np.testing.assert_array_equal(np.asarray(opened), np.asarray(expected))
+        np.testing.assert_array_equal(np.asarray(plain), np.asarray(expected))
