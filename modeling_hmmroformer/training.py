@@ -453,6 +453,8 @@ def train(run: RunConfig, resume: bool = False) -> dict:
         corpus.params.save(run.output_dir / PARAMS_FILENAME)
         tokens = trainer.state.global_step * _tokens_per_step(trainer, corpus.config)
         metrics["train_tokens"] = tokens
+        if torch.cuda.is_available():  # this process's peak, evaluation included
+            metrics["peak_gpu_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
         (run.output_dir / "train_results.json").write_text(json.dumps(_jsonable(metrics), indent=2) + "\n")
     return metrics
 

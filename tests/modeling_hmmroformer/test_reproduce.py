@@ -277,3 +277,43 @@ def test_corpora_in_folders_of_the_same_name_do_not_share_a_cache_entry(tmp_path
         plain = load_dataset(str(tmp_path / name / "corpus"), split="validation")["input_ids"]
         np.testing.assert_array_equal(np.asarray(opened), np.asarray(expected))
         np.testing.assert_array_equal(np.asarray(plain), np.asarray(expected))
+
+
+def test_the_gpu_benchmark_runs_the_same_stages_and_measures_them(reproduced_tiny, tmp_path):
+    """benchmarks/paper_gpu.py at tiny size on the CPU: the code path of the GPU run, stage for stage."""
+    source, _ = reproduced_tiny
+    out = tmp_path / "tiny"
+    shutil.copytree(source, out)
+    results, published = tmp_path / "tiny_gpu.json", tmp_path / "published"
+    command = [
+        sys.executable,
+        str(ROOT / "benchmarks" / "paper_gpu.py"),
+        "--preset",
+        "tiny",
+        "--out",
+        str(out),
+    ]
+    command += ["--results", str(results), "--publish", str(published), "--matmul-size", "256", "--quiet"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("complete, skipped") == len(STAGES)  # resumes a finished folder
+    measured = json.loads(results.read_text())
+    trained = json.loads((out / "model" / "train_results.json").read_text())
+    assert measured["train_tokens_per_s"] == pytest.approx(trained["train_tokens"] / trained["train_runtime"])
+    flops = 6 * 25_696 + 12 * 2 * 32 * 52  # 6 N + 12 L d T for the tiny model and its 52-token rows
+    assert measured["training_flops_per_token"] == flops
+    assert measured["mfu"] == pytest.approx(
+        flops * measured["train_tokens_per_s"] / (measured["bf16_matmul_tflops"] * 1e12)
+    )
+    assert measured["bayes_test_split"]["rows"] == 64 and measured["bayes_test_split"]["finite"]
+    assert set(measured["stage_seconds"]) == set(STAGES)
+    assert set(measured["targets_met"]) == {"train_s", "mfu", "bayes_test_split_s"}
+    assert {path.name for path in published.iterdir()} == {
+        "REPORT.md",
+        "results.json",
+        "reproduce_state.json",
+        "figure1",
+        "probes",
+    }
+    assert done.stdout.rstrip().splitlines()[-1].startswith("Fig 3(b): the peak layer moves up")
+    assert "MFU" in done.stdout and "Bayes-optimal, whole test split" in done.stdout
