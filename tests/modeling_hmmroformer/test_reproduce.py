@@ -17,6 +17,7 @@ from modeling_hmmroformer.reproduce import (
     PRESETS,
     STAGES,
     STATE_NAME,
+    ReproducePreset,
     make_reproduction,
     read_state,
     run_reproduction,
@@ -187,7 +188,7 @@ def test_bad_input_is_one_error_line(tmp_path, arguments, message):
 def test_presets_are_validated():
     assert set(PRESETS) == {"tiny", "small", "paper"}
     with pytest.raises(ValueError, match="eval_rows"):
-        type(PRESETS["tiny"])("x", "tiny.yaml", eval_rows=0, corpus_table_rows=0)
+        ReproducePreset("x", "tiny.yaml", eval_rows=0, corpus_table_rows=0)
     with pytest.raises(ValueError, match="not a reproduction preset"):
         make_reproduction(
             "huge", "x", configs_dir=ROOT / "configs", train_script=ROOT / "scripts" / "train.py"
