@@ -27,7 +27,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 from common import machine  # noqa: E402
 
 import hmm_datasets  # noqa: E402
-from modeling_hmmroformer.corpus import open_corpus  # noqa: E402
+from modeling_hmmroformer.evaluation import load_evaluation_data  # noqa: E402
 from modeling_hmmroformer.reproduce import PRESETS, make_reproduction, run_reproduction  # noqa: E402
 
 TARGETS = {"train_s": 600, "mfu": 0.40, "bayes_test_split_s": 120}  # issue 7, on one H100-class GPU
@@ -70,9 +69,9 @@ def training_flops_per_token(model_config: dict, num_parameters: int, sequence_l
 
 def time_bayes_on_test_split(corpus_folder: Path) -> dict:
     """Seconds of the Bayes-optimal predictor on every test row (its own timing, after one warm-up row)."""
-    corpus = open_corpus(str(corpus_folder))
-    ids = np.stack(corpus.splits["test"].with_format("numpy")["input_ids"]).astype(np.int64)
-    bayes = hmm_datasets.BayesOptimalPredictor(corpus.params)
+    data = load_evaluation_data(str(corpus_folder))
+    ids = data.input_ids
+    bayes = hmm_datasets.BayesOptimalPredictor(data.params)
     bayes.next_token_probs(ids[:1])
     _synchronize(bayes.device.type)
     if bayes.device.type == "cuda":

@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import datasets
@@ -63,15 +64,31 @@ def export_corpus(
             f"{folder} already exists and is not empty: pass overwrite=True (--overwrite) to replace it, "
             "or choose another folder."
         )
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = folder.parent / f".{folder.name}.incomplete-{uuid.uuid4().hex[:8]}"
-    try:
-        staging.mkdir()
+
+    def write(staging: Path) -> None:
         _write_corpus(config, staging, num_proc=num_proc, table_rows=table_rows, progress=progress)
         card = render_dataset_card(
             config, load_hmm_params(staging), _read_table(staging), _data_bytes(staging), str(folder)
         )
         card.save(staging / "README.md")
+
+    return build_folder(folder, write)
+
+
+def build_folder(folder: str | os.PathLike, write: Callable[[Path], None]) -> Path:
+    """Fill a hidden sibling of `folder` with `write(staging)`, then put it in place of `folder`.
+
+    The sibling, `.<name>.partial`, is cleared first (a leftover of a killed run) and removed if
+    `write` fails; an old `folder` is removed only once the new one has moved in. So a failed or
+    interrupted write never leaves a folder that looks complete, nor loses the old one.
+    """
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = folder.parent / f".{folder.name}.partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        write(staging)
         _replace_folder(staging, folder)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

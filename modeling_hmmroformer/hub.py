@@ -173,11 +173,14 @@ def _sorted(files: list[PlannedFile]) -> list[PlannedFile]:
 
 
 def human_size(size: int) -> str:
-    for unit in ("B", "kB", "MB", "GB"):
-        if size < 1000 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1000
-    raise AssertionError("unreachable")
+    if size < 1000:
+        return f"{size} B"
+    value = size / 1000
+    for unit in ("kB", "MB"):
+        if value < 1000:
+            return f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{value:.1f} GB"
 
 
 def format_plan(plan: UploadPlan) -> str:

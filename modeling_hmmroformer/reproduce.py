@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-from hmm_datasets.export import export_corpus
+from hmm_datasets.export import build_folder, export_corpus
 
 from .training import RunConfig, checkpoints, is_complete_checkpoint, load_run_config
 
@@ -222,22 +222,6 @@ def run_reproduction(
 
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-
-
-def build_folder(final: Path, write: Callable[[Path], None]) -> Path:
-    """Fill a hidden sibling of `final` with `write`, then put it in place of `final`."""
-    staging = final.with_name(f".{final.name}.partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    try:
-        write(staging)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    if final.exists():
-        shutil.rmtree(final)
-    staging.rename(final)
-    return final
 
 
 # ---- the stages -------------------------------------------------------------------------------
