@@ -23,6 +23,7 @@ import json
 import math
 import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -317,6 +318,37 @@ class SaveRunConfigCallback(TrainerCallback):
         return control
 
 
+class StepTimer(TrainerCallback):
+    """Records when each optimizer step ends, to tell a run's start-up (compilation, first
+    batches) and its evaluations and saves apart from its steady pace (`step_time_summary`)."""
+
+    def __init__(self):
+        self.started, self.step_ends = None, []
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.started, self.step_ends = time.perf_counter(), []
+        return control
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.step_ends.append(time.perf_counter())
+        return control
+
+
+def step_time_summary(started: float, step_ends: list[float]) -> dict[str, float]:
+    """Seconds to the end of the first step (start-up: compilation, first batches), the median
+    step after it (the steady pace: evaluations and saves fall into a few steps only), and
+    what the other steps took beyond that pace (evaluations, saves, stalls)."""
+    if len(step_ends) < 2:
+        return {}
+    durations = np.diff(np.asarray(step_ends))
+    steady = float(np.median(durations))
+    return {
+        "first_step_s": step_ends[0] - started,
+        "steady_step_s": steady,
+        "beyond_steady_s": float(durations.sum() - steady * durations.size),
+    }
+
+
 def write_run_files(folder: Path, run: RunConfig, corpus_config: HMMMixtureConfig) -> None:
     """The corpus config, then the run config (written last: a checkpoint with it is complete)."""
     (folder / CORPUS_CONFIG_NAME).write_text(corpus_config.to_json() + "\n")
@@ -430,7 +462,7 @@ def prepare(run: RunConfig, resume: bool) -> PreparedRun:
         train_dataset=train,
         eval_dataset=validation.with_format("numpy", columns=columns) if len(validation) else None,
         data_collator=FixedLengthCollator(corpus.config.delimiter, corpus.config.num_demos, run.loss_mask),
-        callbacks=[SaveRunConfigCallback(run, corpus.config)],
+        callbacks=[SaveRunConfigCallback(run, corpus.config), StepTimer()],
         icl_evaluator=evaluator,
     )
     if trainer.is_world_process_zero():
@@ -453,6 +485,9 @@ def train(run: RunConfig, resume: bool = False) -> dict:
         corpus.params.save(run.output_dir / PARAMS_FILENAME)
         tokens = trainer.state.global_step * _tokens_per_step(trainer, corpus.config)
         metrics["train_tokens"] = tokens
+        metrics["train_steps"] = trainer.state.global_step
+        timer = next(c for c in trainer.callback_handler.callbacks if isinstance(c, StepTimer))
+        metrics.update(step_time_summary(timer.started, timer.step_ends))
         if torch.cuda.is_available():  # this process's peak, evaluation included
             metrics["peak_gpu_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
         (run.output_dir / "train_results.json").write_text(json.dumps(_jsonable(metrics), indent=2) + "\n")

@@ -306,6 +306,11 @@ def test_the_gpu_benchmark_runs_the_same_stages_and_measures_them(reproduced_tin
     assert measured["mfu"] == pytest.approx(
         flops * measured["train_tokens_per_s"] / (measured["bf16_matmul_tflops"] * 1e12)
     )
+    steady_tokens_per_s = trained["train_tokens"] / trained["train_steps"] / trained["steady_step_s"]
+    assert measured["steady_mfu"] == pytest.approx(
+        flops * steady_tokens_per_s / (measured["bf16_matmul_tflops"] * 1e12)
+    )
+    assert measured["first_step_s"] == trained["first_step_s"]
     assert measured["bayes_test_split"]["rows"] == 64 and measured["bayes_test_split"]["finite"]
     assert set(measured["stage_seconds"]) == set(STAGES)
     assert set(measured["targets_met"]) == {"train_s", "mfu", "bayes_test_split_s"}

@@ -1,5 +1,6 @@
 """Training: the run config, bad input before any step, checkpoints, resume, data sources, processes."""
 
+import importlib.util
 import json
 import os
 import signal
@@ -22,6 +23,7 @@ from modeling_hmmroformer.training import (
     load_run_config,
     parse_overrides,
     prepare,
+    step_time_summary,
     train,
     with_random_demo_counts,
 )
@@ -197,6 +199,17 @@ def test_a_launched_run_writes_complete_loadable_checkpoints(trained):
     assert list((out / "runs").rglob("events.out.tfevents.*"))  # TensorBoard logs
     model = AutoModelForCausalLM.from_pretrained(out)
     assert model.config.vocab_size == 7
+    results = json.loads((out / "train_results.json").read_text())
+    assert results["train_steps"] == 40
+    steps_total = results["first_step_s"] + 39 * results["steady_step_s"] + results["beyond_steady_s"]
+    assert 0 < results["steady_step_s"] < steps_total <= results["train_runtime"]
+
+
+def test_step_times_split_start_up_steady_pace_and_the_rest():
+    # first step ends at 5 s (compilation); steps of 1 s, one of 3 s (an evaluation)
+    summary = step_time_summary(0.0, [5.0, 6.0, 7.0, 10.0, 11.0])
+    assert summary == {"first_step_s": 5.0, "steady_step_s": 1.0, "beyond_steady_s": 2.0}
+    assert step_time_summary(0.0, [5.0]) == {}  # one step has no pace
 
 
 def _losses(run_dir: Path) -> dict[int, float]:
@@ -264,3 +277,27 @@ def test_idle_cores_are_reported(monkeypatch):
     monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
     training.warn_about_idle_cores()
     assert len(warnings) == 1
+
+
+def test_training_curves_read_back_from_the_console_log(trained):
+    """benchmarks/training_curves.py (for GPU runs whose checkpoints stay on the machine) reads the
+    console log of a real run into the losses its trainer_state.json holds."""
+    out, stdout = trained
+    spec = importlib.util.spec_from_file_location(
+        "training_curves", ROOT / "benchmarks" / "training_curves.py"
+    )
+    curves_module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(curves_module)
+    curves = curves_module.parse_trainer_log(stdout, steps_per_epoch=512 // 16)
+    logged = _losses(out)
+    assert curves["step"] == sorted(logged)
+    np.testing.assert_allclose(curves["loss"], [logged[step] for step in curves["step"]], rtol=1e-3)
+    assert curves["eval_step"] == [20, 40]  # eval_steps 20 of configs/tiny.yaml
+    with pytest.raises(ValueError, match="no training-loss lines"):
+        curves_module.parse_trainer_log("nothing logged here", steps_per_epoch=32)
+    # the pace: steps 1 -> 50 in 10 s, an evaluation, steps 60 -> 100 in 5 s; the eval's time is out
+    bars = " 1%| 1/100 [00:10<16:30]\r 50%| 50/100 [00:20<00:20]\n 100%| 3/3 [00:01<00:00]\n"
+    bars += " 60%| 60/100 [00:25<00:10]\r 100%| 100/100 [01:00:30<00:00]\n"
+    pace = curves_module.parse_pace(bars)
+    assert pace["first_step_s"] == 10 and pace["total_steps"] == 100
+    assert pace["steady_steps_per_s"] == pytest.approx((49 + 40) / (10 + 3605))
