@@ -1,20 +1,22 @@
 # One command each: `make demo` (install + scripts/reproduce.py on the small preset) and `make test`.
-# Everything goes into a virtual environment in .venv; torch is pinned to the 2.13.0 wheel
-# (the CPU build on machines without a GPU; pip picks the CUDA build on a GPU box).
+# Everything goes into a virtual environment in .venv, at the exact versions of constraints.txt
+# (the lock: what the test suite last passed with; `make lock` refreshes it). torch is pinned to
+# 2.13.0 (the CPU wheel on machines without a GPU; pip picks the CUDA build on a GPU box).
 
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+LOCK := constraints.txt
 OUT ?= runs/reproduce-small
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint bench lock clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet --upgrade -c $(LOCK) pip
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet -c $(LOCK) torch==2.13.0
+	$(PY) -m pip install --quiet -c $(LOCK) -e ".[dev]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -37,5 +39,21 @@ bench: install
 	$(PY) benchmarks/small_training.py
 	$(PY) benchmarks/probe_small.py
 
+# Refresh the lock: the newest releases within pyproject.toml's bounds in a fresh environment,
+# kept only if the whole test suite passes with them.
+LOCK_VENV := .venv-lock
+lock:
+	rm -rf $(LOCK_VENV)
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(LOCK_VENV)/bin/python -m pip install --quiet torch==2.13.0
+	$(LOCK_VENV)/bin/python -m pip install --quiet -e ".[dev]"
+	HF_HUB_OFFLINE=1 $(LOCK_VENV)/bin/python -m pytest -q
+	{ echo "# The lock: exact versions the test suite passed with (make lock, $$(date +%Y-%m-%d)); make install and CI use it."; \
+	  echo "# pyproject.toml keeps the loose bounds for installs into other environments. torch's local tag (+cpu) is dropped."; \
+	  $(LOCK_VENV)/bin/python -m pip freeze --all --exclude-editable | grep -v '^hmm-roformer' | sed -E 's/^(torch==[^+]+)\+.*/\1/'; \
+	} > $(LOCK)
+	rm -rf $(LOCK_VENV)
+
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) $(LOCK_VENV) runs .pytest_cache

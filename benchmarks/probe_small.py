@@ -36,7 +36,7 @@ def run_probe_script(model: Path, out: Path) -> float:
 def float32_difference(model_dir: Path, results: dict) -> float:
     """Largest |accuracy(float16 storage) - accuracy(float32 storage)| over every probe record."""
     sys.path.insert(0, str(ROOT))
-    from modeling_hmmroformer.corpus import checkpoint_corpus, open_corpus
+    from hmm_datasets.corpus import checkpoint_corpus, open_corpus
     from probing import load_hmm_roformer
     from probing.run import ProbeConfig, run_probing
 

@@ -11,6 +11,7 @@ import warnings
 
 from .bayes import BayesOptimalPredictor, BayesPrediction
 from .config import GENERATOR_VERSION, PRESETS, SPLITS, HMMMixtureConfig, get_preset
+from .corpus import Corpus, check_model_fits_corpus, checkpoint_corpus, open_corpus
 from .export import export_corpus, load_corpus_config, load_hmm_params
 from .hmm_mixture import HMMMixture, builder_for, corpus_features, load_hmm_mixture
 from .layout import SampleLayout, keep_last_demos
@@ -33,6 +34,7 @@ __all__ = [
     "SPLITS",
     "BayesOptimalPredictor",
     "BayesPrediction",
+    "Corpus",
     "HMMMixture",
     "HMMMixtureConfig",
     "HMMParams",
@@ -41,6 +43,8 @@ __all__ = [
     "SamplingTables",
     "accuracy_table",
     "builder_for",
+    "check_model_fits_corpus",
+    "checkpoint_corpus",
     "corpus_features",
     "export_corpus",
     "format_accuracy_table",
@@ -50,6 +54,7 @@ __all__ = [
     "load_corpus_config",
     "load_hmm_mixture",
     "load_hmm_params",
+    "open_corpus",
     "register",
     "sample_hmm_params",
     "task_diagnostics",

@@ -24,17 +24,12 @@ import pyarrow as pa
 from datasets.builder import Key
 from datasets.table import table_cast
 
+from model_cards import CITATION
+
 from .config import PRESETS, SPLITS, HMMMixtureConfig, get_preset
 from .params import HMMParams, sample_hmm_params
 from .sampler import ROWS_PER_BLOCK, SamplingTables, generate_rows
 
-CITATION = """\
-@article{hmm_multitask_2025,
-  title   = {Transformers as Multi-task Learners: Decoupling Features in Hidden Markov Models},
-  journal = {arXiv preprint arXiv:2506.01919},
-  year    = {2025},
-  url     = {https://arxiv.org/abs/2506.01919}
-}"""
 CONFIG_MARKER = "hmm_mixture config:"
 _GENERATING_MODULES = ("config.py", "params.py", "sampler.py", "layout.py", "hmm_mixture.py")
 

@@ -17,3 +17,10 @@ RESULTS_TEMPLATE = TEMPLATE_DIR / "results.md"
 # first line of a rendered card's body: a card with it may be rendered again (for the repo it goes to)
 MODEL_CARD_MARKER = "<!-- rendered by hmm-roformer: model_cards/model_card.md -->"
 DATASET_CARD_MARKER = "<!-- rendered by hmm-roformer: model_cards/dataset_card.md -->"
+CITATION = """\
+@article{hmm_multitask_2025,
+  title   = {Transformers as Multi-task Learners: Decoupling Features in Hidden Markov Models},
+  journal = {arXiv preprint arXiv:2506.01919},
+  year    = {2025},
+  url     = {https://arxiv.org/abs/2506.01919}
+}"""

@@ -20,10 +20,9 @@ from tqdm.auto import tqdm
 import hmm_datasets
 from hmm_datasets import HMMMixtureConfig, HMMParams, SampleLayout, keep_last_demos
 from hmm_datasets.baselines import bigram_next_token_probs, unigram_next_token_probs
+from hmm_datasets.corpus import open_corpus
 from hmm_datasets.metrics import in_context_scores
 from hmm_datasets.yardstick import EARLY_TOKENS, demo_counts_for, score_test_tokens
-
-from .corpus import open_corpus
 
 PREDICTORS = ("model", "bayes", "oracle", "unigram", "bigram")
 

@@ -17,7 +17,11 @@ from pathlib import Path
 from huggingface_hub import CommitOperationAdd
 from huggingface_hub.utils import HFValidationError, validate_repo_id
 
+from hmm_datasets.export import CONFIG_FILENAME, DATA_DIR, PARAMS_FILENAME, dataset_card_for_folder
 from model_cards import DATASET_CARD_MARKER, MODEL_CARD_MARKER
+from model_cards.render import render_model_card
+
+from .summary import summarize_model_folder
 
 CODE_FILES = ("configuration_hmm_roformer.py", "modeling_hmm_roformer.py")
 TRAINING_STATE_SUFFIXES = (
@@ -77,8 +81,6 @@ def plan_model_upload(
     folder: str | os.PathLike, repo_id: str, *, private: bool = False, dataset_repo_id: str | None = None
 ) -> UploadPlan:
     """Check a model folder and plan its upload: weights (safetensors), code, configs, figures, card."""
-    from model_cards.render import render_model_card
-
     folder = _existing_folder(folder, "--model")
     check_repo_id(repo_id)
     if dataset_repo_id is not None:
@@ -99,7 +101,12 @@ def plan_model_upload(
     if card.is_file() and MODEL_CARD_MARKER not in card.read_text():
         files.append(PlannedFile("README.md", card))  # a card written by hand goes as it is
     else:
-        rendered = render_model_card(folder, repo_id=repo_id, dataset_repo_id=dataset_repo_id)
+        rendered = render_model_card(
+            summarize_model_folder(folder),
+            location=str(folder),
+            repo_id=repo_id,
+            dataset_repo_id=dataset_repo_id,
+        )
         files.append(PlannedFile("README.md", content=str(rendered).encode()))
     return UploadPlan(repo_id, "model", folder, private, _sorted(files), skipped)
 
@@ -136,8 +143,6 @@ def check_model_folder(folder: Path) -> None:
 
 def plan_dataset_upload(folder: str | os.PathLike, repo_id: str, *, private: bool = False) -> UploadPlan:
     """Check an exported corpus folder and plan its upload: Parquet shards, HMM parameters, card."""
-    from hmm_datasets.export import CONFIG_FILENAME, DATA_DIR, PARAMS_FILENAME, dataset_card_for_folder
-
     folder = _existing_folder(folder, "--dataset")
     check_repo_id(repo_id)
     needed = [CONFIG_FILENAME, PARAMS_FILENAME]

@@ -32,9 +32,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+import transformers
 
+from hmm_datasets.corpus import open_corpus
 from hmm_datasets.export import build_folder, export_corpus
+from model_cards.render import render_report, write_model_card
+from probing.capture import load_hmm_roformer
+from probing.plots import write_probe_results
+from probing.run import ProbeConfig, run_probing
 
+from .evaluation import figure1, load_evaluation_data, write_figure1
+from .summary import summarize_model_folder
 from .training import RunConfig, checkpoints, is_complete_checkpoint, load_run_config
 
 STAGES = ("corpus", "train", "evaluate", "probe", "model", "report")
@@ -265,14 +273,10 @@ def train_model(reproduction: Reproduction, state: dict) -> None:
 
 
 def load_trained_model(reproduction: Reproduction):
-    from probing.capture import load_hmm_roformer
-
     return load_hmm_roformer(str(reproduction.path("train")))  # on the GPU when there is one
 
 
 def evaluate_model(reproduction: Reproduction, state: dict) -> None:
-    from .evaluation import figure1, load_evaluation_data, write_figure1
-
     model = load_trained_model(reproduction)
     data = load_evaluation_data(str(reproduction.path("corpus")), reproduction.preset.eval_rows)
     result = figure1(model, data, progress=reproduction.progress)
@@ -280,11 +284,6 @@ def evaluate_model(reproduction: Reproduction, state: dict) -> None:
 
 
 def probe_model(reproduction: Reproduction, state: dict) -> None:
-    from probing.plots import write_probe_results
-    from probing.run import ProbeConfig, run_probing
-
-    from .corpus import open_corpus
-
     model = load_trained_model(reproduction)
     corpus = open_corpus(str(reproduction.path("corpus")))
     result = run_probing(
@@ -295,8 +294,6 @@ def probe_model(reproduction: Reproduction, state: dict) -> None:
 
 def package_model(reproduction: Reproduction, state: dict) -> None:
     """The checkpoint to publish: final weights, code and configs, the figures, the model card."""
-    from model_cards.render import write_model_card
-
     trained, final = reproduction.path("train"), reproduction.path("model")
 
     def write(staging: Path) -> None:
@@ -305,15 +302,13 @@ def package_model(reproduction: Reproduction, state: dict) -> None:
                 shutil.copy2(path, staging / path.name)
         for stage in ("evaluate", "probe"):
             shutil.copytree(reproduction.path(stage), staging / STAGE_FOLDERS[stage])
-        write_model_card(staging, location=str(final))
+        write_model_card(staging, summarize_model_folder(staging), location=str(final))
 
     build_folder(final, write)
 
 
 def machine_description() -> dict:
     """The device and library versions, for the report."""
-    import transformers
-
     if torch.cuda.is_available():
         device = (
             f"1 x {torch.cuda.get_device_name(0)}"
@@ -346,8 +341,6 @@ REPORT_FILES = {
 
 
 def write_report(reproduction: Reproduction, state: dict) -> None:
-    from model_cards.render import render_report, summarize_model_folder
-
     summary = summarize_model_folder(reproduction.path("model"))
     seconds = {stage: record["seconds"] for stage, record in state["stages"].items()}
     machine = machine_description()

@@ -36,13 +36,13 @@ from transformers.utils import logging
 
 import hmm_datasets
 from hmm_datasets import HMMMixtureConfig, HMMParams, SampleLayout
+from hmm_datasets.corpus import Corpus, check_model_fits_corpus, open_corpus
 from hmm_datasets.export import CONFIG_FILENAME as CORPUS_CONFIG_NAME
 from hmm_datasets.export import PARAMS_FILENAME
 from hmm_datasets.metrics import flatten_scores, in_context_scores
 
 from .configuration_hmm_roformer import PRESETS as MODEL_PRESETS
 from .configuration_hmm_roformer import HMMRoFormerConfig
-from .corpus import Corpus, check_model_fits_corpus, open_corpus
 from .evaluation import model_next_token_log_probs
 from .modeling_hmm_roformer import HMMRoFormerForCausalLM
 
@@ -379,22 +379,25 @@ def resume_checkpoint(output_dir: Path) -> Path:
 
 
 # ---- the run ----------------------------------------------------------------------------------
+def config_for_corpus(
+    corpus_config: HMMMixtureConfig, preset: str = "small", **overrides
+) -> HMMRoFormerConfig:
+    """A model config of a named size whose vocabulary and positions fit the corpus (any field
+    can be overridden; a model that cannot read the corpus is refused)."""
+    base = HMMRoFormerConfig.from_preset(preset)
+    positions = max(base.max_position_embeddings, corpus_config.sequence_length)
+    values = {"vocab_size": corpus_config.model_vocab_size, "max_position_embeddings": positions, **overrides}
+    config = HMMRoFormerConfig.from_preset(preset, **values)
+    check_model_fits_corpus(config, corpus_config)
+    return config
+
+
 def build_model_config(run: RunConfig, corpus_config: HMMMixtureConfig) -> HMMRoFormerConfig:
-    """The model config of a run, sized to read the corpus (vocabulary, row length)."""
+    """The model config of a run: its `model:` section, sized to read the corpus."""
     overrides = {
         key: value for key, value in run.model.items() if key not in ("preset", "attn_implementation")
     }
-    overrides.setdefault("vocab_size", corpus_config.model_vocab_size)
-    overrides.setdefault(
-        "max_position_embeddings",
-        max(
-            MODEL_PRESETS[run.model["preset"]].get("max_position_embeddings", 1024),
-            corpus_config.sequence_length,
-        ),
-    )
-    config = HMMRoFormerConfig.from_preset(run.model["preset"], **overrides)
-    check_model_fits_corpus(config, corpus_config)
-    return config
+    return config_for_corpus(corpus_config, run.model["preset"], **overrides)
 
 
 def build_model(run: RunConfig, corpus_config: HMMMixtureConfig) -> HMMRoFormerForCausalLM:

@@ -11,29 +11,32 @@ from __future__ import annotations
 import numpy as np
 import torch
 from tqdm.auto import tqdm
+from transformers import AutoConfig, AutoModelForCausalLM
 
 MODEL_TYPE = "hmm_roformer"
 STORAGE_DTYPES = {"float16": torch.float16, "float32": torch.float32}
 FLOAT16_LIMIT = 60000.0
 
 
-def load_hmm_roformer(model: str, device: str | torch.device | None = None):
-    """An `HMMRoFormerForCausalLM` from a checkpoint folder or a Hub model id, in eval mode.
-
-    Needs the plugin (`import modeling_hmmroformer`) or a checkpoint that carries its code.
+def load_hmm_roformer(
+    model: str, device: str | torch.device | None = None, *, trust_remote_code: bool = False
+):
+    """An `HMMRoFormerForCausalLM` from a checkpoint folder or a Hub model id, in eval mode, through
+    the Auto classes: with the plugin imported (`import modeling_hmmroformer`), or with
+    `trust_remote_code=True` from the code a checkpoint carries.
     """
-    from transformers import AutoConfig, AutoModelForCausalLM
-
     try:
-        config = AutoConfig.from_pretrained(model)
+        config = AutoConfig.from_pretrained(model, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as error:
         raise ValueError(
             f"cannot read a model config from {model!r}: pass a checkpoint folder with a config.json "
-            f"(written by scripts/train.py) or a Hub model id ({type(error).__name__}: {error})."
+            "(written by scripts/train.py) or a Hub model id, and import modeling_hmmroformer first or "
+            f"pass trust_remote_code=True to use the code the checkpoint carries ({type(error).__name__}: {error})."
         ) from error
     check_hmm_roformer(config)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    return AutoModelForCausalLM.from_pretrained(model).to(device).eval()
+    loaded = AutoModelForCausalLM.from_pretrained(model, trust_remote_code=trust_remote_code)
+    return loaded.to(device).eval()
 
 
 def check_hmm_roformer(model_or_config) -> None:

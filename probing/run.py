@@ -19,7 +19,7 @@ import torch
 import hmm_datasets
 from hmm_datasets import SampleLayout
 from hmm_datasets.bayes import oracle_state_estimates
-from modeling_hmmroformer.corpus import Corpus, check_model_fits_corpus
+from hmm_datasets.corpus import Corpus, check_model_fits_corpus
 
 from .capture import (
     attention_weights,
@@ -288,6 +288,34 @@ def shuffle_patterns(changes: np.ndarray, num_resamples: int, seed: int) -> dict
         "upper_layers_change_less": bool(high < 0),
         "layer_of_largest_change": int(np.argmax(mean)) + 1,
         "layer_of_smallest_change": int(np.argmin(mean)) + 1,
+    }
+
+
+def summarize_probe_results(results: dict) -> dict:
+    """Per-layer probe accuracies, chance and ceilings, and the shuffle test of `probe_results.json`,
+    as the cards show them (`model_cards.render`)."""
+    records = results["records"]
+    distances = results["settings"]["distances"]
+    targets = probe_targets(distances)
+    columns = ["hidden state (within task)", "task", *(f"token {d} back" for d in distances)]
+    chance, ceiling = chance_and_ceiling_cells(records, targets)
+    return {
+        "num_probe_rows": results["num_probe_rows"]["test"],
+        "num_probe_tasks": len(results["probe_tasks"]),
+        "columns": columns,
+        "layers": [
+            {"layer": layer, "cells": table_cells(records, targets, layer)} for layer in results["layers"]
+        ],
+        "chance": chance,
+        "ceiling": ceiling,
+        "shuffle": [
+            {key: record[key] for key in ("layer", "value", "ci_low", "ci_high")}
+            for record in records
+            if record["target"] == "shuffle" and record["head"] is None
+        ],
+        "task_bayes_accuracy": find(records, "task", "bayes_optimal_accuracy")["value"],
+        "hidden_state_oracle_accuracy": find(records, "hidden_state", "oracle_accuracy")["value"],
+        "patterns": results["patterns"],
     }
 
 

@@ -23,7 +23,7 @@ import torch  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
 import modeling_hmmroformer  # noqa: E402, F401  (registers the Auto classes)
-from modeling_hmmroformer.corpus import checkpoint_corpus  # noqa: E402
+from hmm_datasets.corpus import checkpoint_corpus  # noqa: E402
 from modeling_hmmroformer.evaluation import (  # noqa: E402
     figure1,
     format_figure1,

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import modeling_hmmroformer  # noqa: F401  (registers the Auto classes)
-from modeling_hmmroformer.corpus import checkpoint_corpus, open_corpus
+from hmm_datasets.corpus import checkpoint_corpus, open_corpus
 from probing import load_hmm_roformer
 from probing.plots import write_probe_results
 from probing.run import ProbeConfig, format_summary, run_probing

@@ -1,47 +1,83 @@
-"""The model card and the report's results section: numbers from the result files, claims that can fail."""
+"""The model card, the report and their shared results section, rendered from a plain summary
+(a fixture: the summary of a tiny reproduction's model folder), with no checkpoint involved."""
 
+import copy
 import json
-import shutil
+from pathlib import Path
 
+import pytest
 from huggingface_hub import ModelCard
 
-from model_cards.render import paper_claims, render_model_card, render_results_section, summarize_model_folder
+from model_cards import CITATION, MODEL_CARD_MARKER
+from model_cards.render import (
+    model_index_results,
+    render_model_card,
+    render_report,
+    render_results_section,
+    training_line,
+    write_model_card,
+)
+
+SUMMARY = json.loads((Path(__file__).parent / "fixtures" / "summary_tiny.json").read_text())
 
 
-def test_claims_follow_the_measurements(reproduced_tiny):
-    out, _ = reproduced_tiny
-    figure1 = json.loads((out / "figure1" / "figure1.json").read_text())
-    falling = json.loads(json.dumps(figure1))
-    falling["by_num_demos"]["model"]["accuracy"] = sorted(
-        figure1["by_num_demos"]["model"]["accuracy"], reverse=True
-    )
-    falling["by_num_demos"]["model"]["accuracy"][0] += 0.01  # strictly more with no demonstrations
-    rises = paper_claims(figure1, None)[0]
-    falls = paper_claims(falling, None)[0]
-    accuracy = figure1["by_num_demos"]["model"]["accuracy"]
-    assert rises["holds"] == (accuracy[-1] > accuracy[0])
-    assert (
-        falls["holds"] is False
-        and f"{falling['by_num_demos']['model']['accuracy'][0]:.3f}" in falls["measured"]
-    )
+@pytest.fixture
+def summary():
+    return copy.deepcopy(SUMMARY)
 
 
-def test_the_results_section_marks_a_claim_that_fails(reproduced_tiny):
-    out, _ = reproduced_tiny
-    summary = summarize_model_folder(out / "model")
+def test_the_results_section_shows_the_numbers_and_marks_a_claim_that_fails(summary):
     summary["claims"][0] = {**summary["claims"][0], "holds": False}
     section = render_results_section(summary)
     assert f"| 1 | {summary['claims'][0]['claim']} | **no** |" in section
-    assert section.count("![") == 5  # Figures 1, 3(a), 3(b), 2, 7
+    assert section.count("![") == 4 + len(summary["figure7"])  # Figures 1, 3(a), 3(b), 2, and 7
+    for row in summary["in_context"]["headline"]:
+        assert f"| {row['label']} | {row['model']} | {row['bayes']} |" in section
+    for layer in summary["probes"]["layers"]:
+        assert f"| {layer['layer']} | " + " | ".join(layer["cells"]) in section
 
 
-def test_a_folder_without_results_gets_a_card_that_says_so(reproduced_tiny, tmp_path):
-    out, _ = reproduced_tiny
-    folder = tmp_path / "model"
-    shutil.copytree(out / "model", folder, ignore=shutil.ignore_patterns("figure1", "probes", "README.md"))
-    card = render_model_card(folder)
+def test_a_card_carries_the_measured_results_as_model_index(summary):
+    card = render_model_card(summary, location="runs/x/model", repo_id="org/model", dataset_repo_id="org/data")
+    parsed = ModelCard(str(card))  # the YAML header parses back
+    assert parsed.data.library_name == "transformers" and "arxiv:2506.01919" in parsed.data.tags
+    assert parsed.data.datasets == ["org/data"]
+    values = {result.metric_name: result.metric_value for result in parsed.data.eval_results}
+    in_context = summary["in_context"]
+    assert values["Top-1 accuracy, no demonstrations"] == round(in_context["accuracy_no_demos"]["model"], 4)
+    assert values["KL(Bayes-optimal || model), nats/token"] == round(
+        in_context["model_vs_bayes"]["kl_bayes_model"], 4
+    )
+    assert MODEL_CARD_MARKER in card.text and "org/model" in card.text and "runs/x/model" not in card.text
+    assert CITATION in card.text
+
+
+def test_a_summary_without_results_gets_a_card_that_says_so(summary, tmp_path):
+    summary.update(in_context=None, probes=None, claims=[], figure7=[])
+    assert render_results_section(summary) == "" and model_index_results(summary, "d", "n") == []
+    path = write_model_card(tmp_path, summary)
+    card = ModelCard.load(path)
     assert "Not measured yet" in card.text and card.data.eval_results is None
-    assert ModelCard(str(card)).data.library_name == "transformers"  # the YAML parses back
-    summary = summarize_model_folder(folder)
-    assert summary["in_context"] is None and summary["claims"] == []
-    assert summary["model"]["num_parameters"] == 25_696
+    assert str(tmp_path) in card.text  # the snippets load the folder itself
+
+
+def test_the_training_line_says_what_ran(summary):
+    line = training_line(summary)
+    steps = summary["run_config"]["training"]["max_steps"]
+    assert line.startswith(f"{steps} steps of ") and f"{summary['training']['train_tokens']:,} token" in line
+    summary["training"] = None
+    assert training_line(summary) is None
+
+
+def test_the_report_has_the_results_the_stage_times_and_the_files(summary):
+    report = render_report(
+        summary,
+        preset="tiny",
+        stage_seconds={"corpus": 1.5, "train": 10.0},
+        machine={"device": "2 CPU cores", "date": "2026-11-22", "torch": "2.13", "transformers": "5.23"},
+        files={"REPORT.md": "this report"},
+        files_root="runs/tiny/",
+    )
+    assert render_results_section(summary) in report
+    assert "| corpus | 1.5 s |" in report and "**11.5 s**" in report
+    assert "| `REPORT.md` | this report |" in report

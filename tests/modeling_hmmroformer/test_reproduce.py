@@ -267,7 +267,7 @@ def test_corpora_in_folders_of_the_same_name_do_not_share_a_cache_entry(tmp_path
     """datasets keys `load_dataset(folder)` by the folder's name: two `corpus` folders must not mix."""
     from datasets import load_dataset
 
-    from modeling_hmmroformer.corpus import open_corpus
+    from hmm_datasets.corpus import open_corpus
 
     configs = {"a": hmm_datasets.get_preset("tiny"), "b": hmm_datasets.get_preset("tiny", seed=1)}
     for name, config in configs.items():

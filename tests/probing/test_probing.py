@@ -15,7 +15,7 @@ import hmm_datasets
 from hmm_datasets import SampleLayout
 from hmm_datasets.bayes import oracle_state_estimates
 from modeling_hmmroformer import HMMRoFormerConfig, HMMRoFormerForCausalLM
-from modeling_hmmroformer.corpus import open_corpus
+from hmm_datasets.corpus import open_corpus
 from probing import (
     capture_hidden_states,
     derangements,

@@ -1,0 +1,221 @@
+"""What a model folder holds, summarized for its card and the reproduction report.
+
+A model folder written by `scripts/train.py` holds `config.json`, the corpus config
+(`hmm_mixture_config.json`), the run config (`training_config.yaml`) and
+`train_results.json`; `scripts/figure1.py` and `scripts/probe.py` add `figure1/figure1.json`
+and `probes/probe_results.json` (their default output folders). `summarize_model_folder`
+turns whatever of these is present into one JSON-ready summary, which `model_cards.render`
+renders into the model card and `REPORT.md`; `paper_claims` says which of the paper's claims
+the numbers show.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from math import prod
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from probing.run import summarize_probe_results
+
+FIGURE1_JSON = Path("figure1") / "figure1.json"
+PROBES_JSON = Path("probes") / "probe_results.json"
+
+
+def summarize_figure1(figure1: dict) -> dict:
+    """The headline in-context numbers of a `figure1.json`: model next to Bayes-optimal and oracle."""
+    counts = figure1["demo_counts"]
+    full, none = counts.index(max(counts)), counts.index(0)
+    by = figure1["by_num_demos"]
+    versus = figure1["model_vs_bayes"]
+
+    def row(label: str, key: str, index: int) -> dict:
+        return {
+            "label": label,
+            **{name: f"{by[name][key][index]:.3f}" for name in ("model", "bayes", "oracle")},
+        }
+
+    test_length, early = figure1["layout"]["test_length"], figure1["early_tokens"]
+    headline = [
+        row(f"top-1 accuracy, {max(counts)} demonstrations", "accuracy", full),
+        row(f"top-1 accuracy, {max(counts)} demonstrations, test tokens 1..{early}", "early_accuracy", full),
+        row("top-1 accuracy, no demonstrations", "accuracy", none),
+        row(f"top-1 accuracy, no demonstrations, test tokens 1..{early}", "early_accuracy", none),
+        {
+            "label": "argmax = Bayes-optimal argmax",
+            "model": f"{versus['agreement']:.3f}",
+            "bayes": "1",
+            "oracle": "",
+        },
+        {
+            "label": "KL(Bayes-optimal ‖ model), nats/token",
+            "model": f"{versus['kl_bayes_model']:.3f}",
+            "bayes": "0",
+            "oracle": "",
+        },
+        {
+            "label": "NLL above Bayes-optimal, nats/token",
+            "model": f"{versus['excess_nll']:.3f}",
+            "bayes": "0",
+            "oracle": "",
+        },
+    ]
+    names = ("model", "bayes", "oracle", "unigram", "bigram")
+    return {
+        "num_rows": figure1["num_rows"],
+        "test_length": test_length,
+        "early_tokens": early,
+        "headline": headline,
+        "by_num_demos": [
+            {"demos": m, **{name: by[name]["accuracy"][i] for name in names}} for i, m in enumerate(counts)
+        ],
+        "accuracy": {name: by[name]["accuracy"][full] for name in ("model", "bayes", "oracle")},
+        "accuracy_no_demos": {name: by[name]["accuracy"][none] for name in ("model", "bayes", "oracle")},
+        "model_vs_bayes": versus,
+    }
+
+
+def paper_claims(figure1: dict | None, probes: dict | None) -> list[dict]:
+    """Each claim of the paper with whether this model shows it and the numbers that say so.
+
+    `figure1` is a `figure1.json`, `probes` the output of `probing.run.summarize_probe_results`.
+    """
+    claims = []
+    if figure1 is not None:
+        counts, by = figure1["demo_counts"], figure1["by_num_demos"]
+        full, none = counts.index(max(counts)), counts.index(0)
+        model, bayes = by["model"]["accuracy"], by["bayes"]["accuracy"]
+        claims.append(
+            {
+                "figure": "1",
+                "claim": "accuracy rises with the number of demonstrations",
+                "holds": model[full] > model[none],
+                "measured": f"model {model[none]:.3f} → {model[full]:.3f} (Bayes-optimal {bayes[none]:.3f} → {bayes[full]:.3f})",
+            }
+        )
+        position = np.asarray(figure1["by_test_position"]["model"])
+        position_bayes = np.asarray(figure1["by_test_position"]["bayes"])
+        early, late = slice(1, 1 + figure1["early_tokens"]), slice(len(position) // 2, None)
+        claims.append(
+            {
+                "figure": "1",
+                "claim": "accuracy rises with the position in the test sequence",
+                "holds": bool(position[late].mean() > position[early].mean()),
+                "measured": f"model {position[early].mean():.3f} on test tokens 1..{figure1['early_tokens']}, "
+                f"{position[late].mean():.3f} on the second half (Bayes-optimal {position_bayes[early].mean():.3f}, "
+                f"{position_bayes[late].mean():.3f})",
+            }
+        )
+    if probes is not None:
+        fig2, fig3a, fig3b = (probes["patterns"][key] for key in ("figure2", "figure3a", "figure3b"))
+        low, high = fig2["upper_minus_lower_ci"]
+        claims.append(
+            {
+                "figure": "2",
+                "claim": "upper layers' attention changes less when demonstrations are shuffled",
+                "holds": fig2["upper_layers_change_less"],
+                "measured": f"upper − lower layers {fig2['upper_minus_lower']:+.3f} (95% CI [{low:+.3f}, {high:+.3f}])",
+            }
+        )
+        claims.append(
+            {
+                "figure": "3(a)",
+                "claim": "task identity becomes decodable in upper layers",
+                "holds": fig3a["task_rises_across_layers"],
+                "measured": f"task probe {fig3a['task_first_layer_accuracy']:.3f} → {fig3a['task_last_layer_accuracy']:.3f} "
+                f"(Bayes-optimal posterior {probes['task_bayes_accuracy']:.3f})",
+            }
+        )
+        claims.append(
+            {
+                "figure": "3(a)",
+                "claim": "the hidden state is decodable before the task",
+                "holds": fig3a["hidden_state_before_task"],
+                "measured": f"{fig3a['fraction']:.0%} of best reached: hidden state at layer {fig3a['hidden_state_layer']}, "
+                f"task at layer {fig3a['task_layer']} (oracle filter {probes['hidden_state_oracle_accuracy']:.3f})",
+            }
+        )
+        peaks = fig3b["by_distance"]
+        peak_text = ", ".join(
+            f"k={d}: {v['peak_accuracy']:.3f} at layer {v['peak_layer']}" for d, v in peaks.items()
+        )
+        claims += [
+            {
+                "figure": "3(b)",
+                "claim": "previous tokens are decoded less well the further back they are",
+                "holds": fig3b["accuracy_falls_with_distance"],
+                "measured": f"peaks {peak_text}",
+            },
+            {
+                "figure": "3(b)",
+                "claim": "previous-token accuracy rises, then falls in upper layers",
+                "holds": fig3b["all_rise_then_fall"],
+                "measured": ", ".join(
+                    f"k={d}: {'yes' if v['rises_then_falls'] else 'no'}" for d, v in peaks.items()
+                ),
+            },
+            {
+                "figure": "3(b)",
+                "claim": "the peak layer moves up with the distance",
+                "holds": fig3b["peak_layer_moves_up"],
+                "measured": ", ".join(f"k={d}: layer {v['peak_layer']}" for d, v in peaks.items()),
+            },
+        ]
+    for claim in claims:
+        claim["holds"] = bool(claim["holds"])
+    return claims
+
+
+def safetensors_parameter_count(path: str | os.PathLike) -> int:
+    """Number of values stored in a safetensors file, read from its header only."""
+    with open(path, "rb") as handle:
+        (length,) = struct.unpack("<Q", handle.read(8))
+        header = json.loads(handle.read(length))
+    return sum(prod(entry["shape"]) for name, entry in header.items() if name != "__metadata__")
+
+
+def summarize_model_folder(folder: str | os.PathLike) -> dict:
+    """Everything the card and the report show, from the files of a model folder (module docstring)."""
+    folder = Path(folder)
+    if not (folder / "config.json").is_file():
+        raise ValueError(f"{folder} has no config.json: pass a model folder written by scripts/train.py.")
+    config = json.loads((folder / "config.json").read_text())
+    summary: dict = {
+        "model": {
+            key: config.get(key)
+            for key in (
+                "num_hidden_layers",
+                "num_attention_heads",
+                "hidden_size",
+                "intermediate_size",
+                "vocab_size",
+                "norm_placement",
+            )
+        }
+    }
+    if (folder / "model.safetensors").is_file():
+        summary["model"]["num_parameters"] = safetensors_parameter_count(folder / "model.safetensors")
+    optional = {
+        "corpus": "hmm_mixture_config.json",
+        "training": "train_results.json",
+        "figure1": FIGURE1_JSON,
+        "probes": PROBES_JSON,
+    }
+    raw = {name: _read_json(folder / path) for name, path in optional.items()}
+    summary["corpus"] = raw["corpus"]
+    summary["training"] = raw["training"]
+    run_config = folder / "training_config.yaml"
+    summary["run_config"] = yaml.safe_load(run_config.read_text()) if run_config.is_file() else None
+    summary["in_context"] = summarize_figure1(raw["figure1"]) if raw["figure1"] else None
+    summary["probes"] = summarize_probe_results(raw["probes"]) if raw["probes"] else None
+    summary["claims"] = paper_claims(raw["figure1"], summary["probes"])
+    summary["figure7"] = sorted(str(p.relative_to(folder)) for p in folder.glob("probes/figure7_*.png"))
+    return summary
+
+
+def _read_json(path: Path) -> dict | None:
+    return json.loads(path.read_text()) if path.is_file() else None
