@@ -34,7 +34,7 @@ def train(output_dir: Path) -> None:
 
 def figure1_summary(model_dir: Path, rows: int) -> dict:
     out = model_dir / "figure1"
-    command = [sys.executable, str(ROOT / "scripts" / "evaluate.py"), "--model", str(model_dir)]
+    command = [sys.executable, str(ROOT / "scripts" / "figure1.py"), "--model", str(model_dir)]
     subprocess.run(command + ["--rows", str(rows), "--out", str(out)], check=True, cwd=ROOT)
     result = json.loads((out / "figure1.json").read_text())
     return {

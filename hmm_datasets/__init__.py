@@ -10,6 +10,7 @@ bayes = hmm_datasets.BayesOptimalPredictor(params)
 import warnings
 
 from .bayes import BayesOptimalPredictor, BayesPrediction
+from .ceiling import accuracy_table, format_accuracy_table
 from .config import GENERATOR_VERSION, PRESETS, SPLITS, HMMMixtureConfig, get_preset
 from .corpus import Corpus, check_model_fits_corpus, checkpoint_corpus, open_corpus
 from .export import export_corpus, load_corpus_config, load_hmm_params
@@ -18,7 +19,6 @@ from .layout import SampleLayout, keep_last_demos
 from .params import HMMParams, sample_hmm_params, task_diagnostics
 from .registration import DATASET_NAME, RegistrationError, register
 from .sampler import SamplingTables, generate_rows
-from .yardstick import accuracy_table, format_accuracy_table
 
 try:
     register()

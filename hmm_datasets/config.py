@@ -54,7 +54,6 @@ class HMMMixtureConfig(datasets.BuilderConfig):
     emission_concentration: float = 0.1
     transition_rank: int | None = None
     task_prior: tuple[float, ...] | None = None
-    delimiter_id: int | None = None
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -100,17 +99,6 @@ class HMMMixtureConfig(datasets.BuilderConfig):
                     f"{self.num_states}: a rank-d factorisation needs d <= S. Use a rank "
                     f"between 1 and {self.num_states}, or None for full-rank transitions."
                 )
-        if self.delimiter_id is not None and self.delimiter_id != self.vocab_size:
-            where = (
-                "collides with observation tokens"
-                if self.delimiter_id < self.vocab_size
-                else "leaves a gap after"
-            )
-            raise ValueError(
-                f"delimiter_id={self.delimiter_id} {where} 0..{self.vocab_size - 1} "
-                f"(vocab_size={self.vocab_size}). The data contract puts the delimiter at id "
-                f"vocab_size={self.vocab_size}: leave delimiter_id unset or set it to {self.vocab_size}."
-            )
         if self.task_prior is not None:
             prior = np.asarray(self.task_prior, dtype=np.float64)
             if prior.shape != (self.num_tasks,):
@@ -172,10 +160,13 @@ class HMMMixtureConfig(datasets.BuilderConfig):
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> HMMMixtureConfig:
         known = {field.name for field in dataclasses.fields(cls)} - (_BUILDER_FIELDS - {"name"})
+        values = dict(values)
+        # configs saved before the field went: the delimiter is always vocab_size (data contract)
+        if values.get("delimiter_id", values.get("vocab_size")) in (None, values.get("vocab_size")):
+            values.pop("delimiter_id", None)
         unknown = sorted(set(values) - known)
         if unknown:
             raise ValueError(f"unknown HMMMixtureConfig field(s) {unknown}; known fields: {sorted(known)}.")
-        values = dict(values)
         if values.get("task_prior") is not None:
             values["task_prior"] = tuple(values["task_prior"])
         return cls(**values)

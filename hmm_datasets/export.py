@@ -28,11 +28,11 @@ from huggingface_hub import DatasetCard, DatasetCardData
 from model_cards import CITATION, DATASET_CARD_MARKER, DATASET_CARD_TEMPLATE
 
 from .bayes import BayesOptimalPredictor
+from .ceiling import accuracy_table, format_accuracy_table
 from .config import GENERATOR_VERSION, PRESETS, SPLITS, HMMMixtureConfig
 from .hmm_mixture import CONFIG_MARKER, builder_for, generator_code_hash, params_for_config
 from .layout import SampleLayout
 from .params import PARAMS_FILENAME, HMMParams, task_diagnostics
-from .yardstick import accuracy_table, format_accuracy_table
 
 CONFIG_FILENAME = "hmm_mixture_config.json"
 TABLE_FILENAME = "bayes_accuracy.json"

@@ -1,10 +1,11 @@
 """Figure 1 of the paper, measured against the Bayes-optimal predictor.
 
-Accuracy vs number of demonstrations and vs position in the test sequence, for the model,
-the Bayes-optimal predictor, the oracle that knows the task, and two in-context baselines
-(unigram and bigram counts over the context). Rows with m demonstrations are the test rows
-with all but their last m demonstrations dropped: demonstrations are i.i.d., so these are
-rows of an m-demonstration corpus.
+Accuracy vs number of demonstrations and vs position in the test sequence, for the model and
+every predictor of `hmm_datasets.predictors` (the Bayes-optimal predictor, the oracle that
+knows the task, and two in-context baselines: unigram and bigram counts over the context),
+scored on the same rows by `hmm_datasets.scoring.scores_by_demo_count`. Rows with m
+demonstrations are the test rows with all but their last m demonstrations dropped:
+demonstrations are i.i.d., so these are rows of an m-demonstration corpus.
 """
 
 from __future__ import annotations
@@ -13,18 +14,17 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import matplotlib
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
-import hmm_datasets
-from hmm_datasets import HMMMixtureConfig, HMMParams, SampleLayout, keep_last_demos
-from hmm_datasets.baselines import bigram_next_token_probs, unigram_next_token_probs
+from hmm_datasets import HMMMixtureConfig, HMMParams, SampleLayout
 from hmm_datasets.corpus import open_corpus
-from hmm_datasets.metrics import in_context_scores
-from hmm_datasets.yardstick import EARLY_TOKENS, demo_counts_for, score_test_tokens
+from hmm_datasets.predictors import Predictor, reference_predictors
+from hmm_datasets.scoring import EARLY_TOKENS, mean_over_tokens, scores_by_demo_count
 
-PREDICTORS = ("model", "bayes", "oracle", "unigram", "bigram")
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
 
 
 @dataclass
@@ -75,8 +75,18 @@ def model_next_token_log_probs(model, input_ids, batch_size: int = 64) -> torch.
     return torch.cat(chunks)
 
 
+def model_predictor(model, num_tokens: int, batch_size: int = 64) -> Predictor:
+    """The model as a predictor of the registry: its next-token distribution over the corpus's
+    `num_tokens` = V + 1 tokens (float64, from its log-probabilities)."""
+
+    def next_token_probs(input_ids, task_ids) -> torch.Tensor:
+        return model_next_token_log_probs(model, input_ids, batch_size)[..., :num_tokens].double().exp()
+
+    return Predictor("model", "model", next_token_probs)
+
+
 def figure1(model, data: EvaluationData, *, batch_size: int = 64, progress: bool = True) -> dict:
-    """Accuracy curves of every predictor (JSON-ready; see the module docstring)."""
+    """Accuracy curves of the model and every reference predictor (JSON-ready; module docstring)."""
     layout, vocab = data.layout, data.config.vocab_size
     check = getattr(model, "config", None)
     if check is not None and getattr(check, "vocab_size", vocab + 1) < vocab + 1:
@@ -84,31 +94,13 @@ def figure1(model, data: EvaluationData, *, batch_size: int = 64, progress: bool
             f"the model's vocab_size={check.vocab_size} is smaller than the corpus's {vocab + 1} tokens: "
             "this model was not trained on this corpus."
         )
-    bayes = hmm_datasets.BayesOptimalPredictor(data.params)
-    counts = demo_counts_for(layout.num_demos)
-    by_demos = {name: {"accuracy": [], "early_accuracy": []} for name in PREDICTORS}
-    by_position, versus_bayes = {}, None
-    for m in tqdm(counts, desc="Figure 1: demonstrations", disable=not progress):
-        rows = keep_last_demos(data.input_ids, layout, m)
-        layout_m = layout.with_demos(m)
-        model_log_probs = model_next_token_log_probs(model, rows, batch_size)
-        probs = {
-            "model": model_log_probs[..., : vocab + 1].exp(),
-            "bayes": bayes.next_token_probs(rows).cpu(),
-            "oracle": bayes.oracle_next_token_probs(rows, data.task_ids).cpu(),
-            "unigram": unigram_next_token_probs(rows, vocab),
-            "bigram": bigram_next_token_probs(rows, vocab),
-        }
-        ids = torch.as_tensor(rows)
-        for name, predicted in probs.items():
-            correct = score_test_tokens(predicted, ids, layout_m)["correct"]
-            by_demos[name]["accuracy"].append(float(np.mean(correct[:, 1:])))
-            by_demos[name]["early_accuracy"].append(float(np.mean(correct[:, 1 : 1 + EARLY_TOKENS])))
-            if m == layout.num_demos:
-                by_position[name] = np.mean(correct, axis=0).tolist()
-        if m == layout.num_demos:
-            scores = in_context_scores(model_log_probs, ids, probs["bayes"], probs["oracle"], layout_m)
-            versus_bayes = scores["test"]
+    predictors = {"model": model_predictor(model, vocab + 1, batch_size), **reference_predictors(data.params)}
+    scores = scores_by_demo_count(
+        predictors, data.input_ids, data.task_ids, layout, progress=progress, desc="Figure 1: demonstrations"
+    )
+    early = slice(1, 1 + EARLY_TOKENS)
+    full = scores[layout.num_demos]
+    model_scores = full["model"]
     return {
         "num_rows": int(data.input_ids.shape[0]),
         "layout": {
@@ -116,17 +108,31 @@ def figure1(model, data: EvaluationData, *, batch_size: int = 64, progress: bool
             "demo_length": layout.demo_length,
             "test_length": layout.test_length,
         },
-        "demo_counts": counts,
+        "demo_counts": list(scores),
         "early_tokens": EARLY_TOKENS,
-        "by_num_demos": by_demos,
-        "by_test_position": by_position,
-        "model_vs_bayes": versus_bayes,
+        "labels": {name: predictor.label for name, predictor in predictors.items()},
+        "by_num_demos": {
+            name: {
+                "accuracy": [mean_over_tokens(s[name]["correct"]) for s in scores.values()],
+                "early_accuracy": [mean_over_tokens(s[name]["correct"], early) for s in scores.values()],
+            }
+            for name in predictors
+        },
+        "by_test_position": {name: full[name]["correct"].tolist() for name in predictors},
+        "model_vs_bayes": {  # over the whole test sequence, token 0 included (it has context here)
+            "model_accuracy": float(np.nanmean(model_scores["correct"])),
+            "bayes_accuracy": float(np.nanmean(full["bayes"]["correct"])),
+            "oracle_accuracy": float(np.nanmean(full["oracle"]["correct"])),
+            "agreement": float(np.nanmean(model_scores["agreement"])),
+            "kl_bayes_model": float(np.nanmean(model_scores["kl"])),
+            "excess_nll": float(np.nanmean(model_scores["excess_nll"])),
+        },
     }
 
 
 def format_figure1(result: dict) -> str:
     """Plain-text tables of the curves."""
-    names = PREDICTORS
+    names = list(result["by_num_demos"])
     lines = [
         f"Top-1 accuracy on the test sequence, {result['num_rows']} rows "
         f"(all: test tokens 1..{result['layout']['test_length'] - 1}; early: tokens 1..{result['early_tokens']})",
@@ -150,28 +156,21 @@ def format_figure1(result: dict) -> str:
     return "\n".join(lines)
 
 
+LINES = {"model": ("C0", "-"), "bayes": ("k", "--"), "oracle": ("0.5", ":")}  # other predictors: dash-dot
+
+
 def plot_figure1(result: dict, path: str | Path) -> Path:
     """Three panels: early and all-token accuracy vs demonstrations, accuracy vs test position."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    styles = {
-        "model": ("C0", "-", "model"),
-        "bayes": ("k", "--", "Bayes-optimal"),
-        "oracle": ("0.5", ":", "oracle (knows the task)"),
-        "unigram": ("C2", "-.", "unigram counts"),
-        "bigram": ("C3", "-.", "bigram counts"),
-    }
+    labels = result.get("labels", {})
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     x = np.arange(len(result["demo_counts"]))
-    for name, (color, line, label) in styles.items():
-        axes[0].plot(
-            x, result["by_num_demos"][name]["early_accuracy"], line, color=color, marker="o", label=label
-        )
-        axes[1].plot(x, result["by_num_demos"][name]["accuracy"], line, color=color, marker="o", label=label)
-        axes[2].plot(result["by_test_position"][name], line, color=color, label=label)
+    others = iter(f"C{i}" for i in range(2, 10))
+    for name in result["by_num_demos"]:
+        color, line = LINES.get(name) or (next(others), "-.")
+        style = {"color": color, "label": labels.get(name, name)}
+        axes[0].plot(x, result["by_num_demos"][name]["early_accuracy"], line, marker="o", **style)
+        axes[1].plot(x, result["by_num_demos"][name]["accuracy"], line, marker="o", **style)
+        axes[2].plot(result["by_test_position"][name], line, **style)
     for ax, title in zip(axes[:2], (f"test tokens 1..{result['early_tokens']}", "all test tokens")):
         ax.set_xticks(x, [str(m) for m in result["demo_counts"]])
         ax.set_xlabel("number of demonstrations")

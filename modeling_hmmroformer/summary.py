@@ -64,14 +64,15 @@ def summarize_figure1(figure1: dict) -> dict:
             "oracle": "",
         },
     ]
-    names = ("model", "bayes", "oracle", "unigram", "bigram")
+    labels = figure1.get("labels", {})
     return {
         "num_rows": figure1["num_rows"],
         "test_length": test_length,
         "early_tokens": early,
         "headline": headline,
+        "predictors": [labels.get(name, name) for name in by],
         "by_num_demos": [
-            {"demos": m, **{name: by[name]["accuracy"][i] for name in names}} for i, m in enumerate(counts)
+            {"demos": m, "accuracy": [by[name]["accuracy"][i] for name in by]} for i, m in enumerate(counts)
         ],
         "accuracy": {name: by[name]["accuracy"][full] for name in ("model", "bayes", "oracle")},
         "accuracy_no_demos": {name: by[name]["accuracy"][none] for name in ("model", "bayes", "oracle")},

@@ -22,11 +22,9 @@ import dataclasses
 import json
 import math
 import os
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -39,7 +37,8 @@ from hmm_datasets import HMMMixtureConfig, HMMParams, SampleLayout
 from hmm_datasets.corpus import Corpus, check_model_fits_corpus, open_corpus
 from hmm_datasets.export import CONFIG_FILENAME as CORPUS_CONFIG_NAME
 from hmm_datasets.export import PARAMS_FILENAME
-from hmm_datasets.metrics import flatten_scores, in_context_scores
+from hmm_datasets.overrides import parse_overrides, read_yaml
+from hmm_datasets.scoring import flatten_scores, in_context_scores
 
 from .configuration_hmm_roformer import PRESETS as MODEL_PRESETS
 from .configuration_hmm_roformer import HMMRoFormerConfig
@@ -147,71 +146,32 @@ def load_run_config(path: str | os.PathLike, overrides: list[str] | None = None)
     if unknown:
         raise ValueError(f"unknown section(s) {unknown} in {path}; sections are {SECTIONS}.")
     values = {section: dict(values.get(section) or {}) for section in SECTIONS}
-    for key, value in parse_overrides(overrides or []).items():
-        section, field = key.split(".", 1)
-        values[section][field] = value
+    for section, fields in parse_overrides(overrides or [], SECTIONS).items():
+        values[section].update(fields)
     return RunConfig(**values)
-
-
-def parse_overrides(arguments: list[str]) -> dict[str, Any]:
-    """`["--model.num_hidden_layers", "8", "--training.learning_rate=3e-4"]` -> {"model.num_hidden_layers": 8, ...}."""
-    out, index = {}, 0
-    while index < len(arguments):
-        argument = arguments[index]
-        if not argument.startswith("--") or "." not in argument:
-            raise ValueError(
-                f"cannot read override {argument!r}: write --section.field value, e.g. --model.num_hidden_layers 8 "
-                f"(sections: {', '.join(SECTIONS)})."
-            )
-        if "=" in argument:
-            key, raw = argument[2:].split("=", 1)
-            index += 1
-        else:
-            if index + 1 >= len(arguments):
-                raise ValueError(f"override {argument} has no value.")
-            key, raw = argument[2:], arguments[index + 1]
-            index += 2
-        section = key.split(".", 1)[0]
-        if section not in SECTIONS:
-            raise ValueError(f"override --{key}: unknown section {section!r}; sections are {SECTIONS}.")
-        out[key] = read_yaml(raw)
-    return out
-
-
-class _Yaml12Loader(yaml.SafeLoader):
-    """YAML 1.2 scalars: only true/false are booleans (`eval_strategy: no` stays "no", which
-    TrainingArguments expects) and `3e-4` is a float (YAML 1.1 reads both otherwise)."""
-
-
-_Yaml12Loader.yaml_implicit_resolvers = {
-    first: [
-        (tag, regexp)
-        for tag, regexp in resolvers
-        if tag not in ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:float")
-    ]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-_Yaml12Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
-)
-_Yaml12Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(
-        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
-    ),
-    list("-+0123456789."),
-)
-
-
-def read_yaml(text: str) -> Any:
-    return yaml.load(text, Loader=_Yaml12Loader)
 
 
 # ---- data -----------------------------------------------------------------------------
 def load_corpus(run: RunConfig) -> Corpus:
-    """The corpus of a run: `data.source` "builder" generates the run's corpus config."""
+    """The corpus of a run: `data.source` "builder" generates the run's corpus config; a folder
+    or Hub id must hold that same corpus (so the saved run config names what was trained on)."""
     source = str(run.data.get("source", "builder"))
-    return open_corpus(run.corpus_config() if source == "builder" else source, run.data.get("num_proc"))
+    if source == "builder":
+        return open_corpus(run.corpus_config(), run.data.get("num_proc"))
+    corpus = open_corpus(source, run.data.get("num_proc"))
+    wanted, found = run.corpus_config().generation_fields(), corpus.config.generation_fields()
+    differ = [
+        f"{key}={found.get(key)!r} (corpus section: {value!r})"
+        for key, value in wanted.items()
+        if found.get(key) != value
+    ]
+    if differ:
+        raise ValueError(
+            f"data.source={source} holds another corpus than the run config's corpus section: {', '.join(differ)}. "
+            f"Make the corpus section describe it (its {CORPUS_CONFIG_NAME} has every field), or use "
+            "data.source: builder to generate the corpus the section describes."
+        )
+    return corpus
 
 
 @dataclass
@@ -239,10 +199,10 @@ class FixedLengthCollator:
             labels[segments != self.test_segment] = -100
         if "kept_demos" in rows[0]:
             kept = torch.as_tensor(np.array([row["kept_demos"] for row in rows]), dtype=torch.long)
-            input_ids, labels = self.keep_last_demos(input_ids, labels, segments, kept)
+            input_ids, labels = self.shift_out_first_demos(input_ids, labels, segments, kept)
         return {"input_ids": input_ids, "labels": labels}
 
-    def keep_last_demos(self, input_ids, labels, segments, kept):
+    def shift_out_first_demos(self, input_ids, labels, segments, kept):
         """Shift each row left past its first N - m demonstrations; pad the freed tail."""
         cut = (segments < (self.test_segment - kept)[:, None]).sum(1, keepdim=True)
         source = torch.arange(input_ids.shape[1]) + cut
@@ -474,8 +434,30 @@ def prepare(run: RunConfig, resume: bool) -> PreparedRun:
     return PreparedRun(trainer, corpus, checkpoint)
 
 
+def finished_run_metrics(run: RunConfig) -> dict | None:
+    """The results of a run that already trained all its steps (its newest checkpoint is at
+    `max_steps` and its final folder is written), else None: resuming it has nothing to do."""
+    results = run.output_dir / "train_results.json"
+    if not results.is_file():
+        return None
+    state = json.loads((resume_checkpoint(run.output_dir) / "trainer_state.json").read_text())
+    max_steps = int(run.training.get("max_steps", -1))
+    if state["global_step"] < (max_steps if max_steps > 0 else state["max_steps"]):
+        return None
+    return json.loads(results.read_text())
+
+
 def train(run: RunConfig, resume: bool = False) -> dict:
-    """Run training to the end; the final model folder gets the run files and HMM parameters."""
+    """Run training to the end; the final model folder gets the run files and HMM parameters.
+
+    With `resume`, training continues from the newest complete checkpoint and trains only the
+    remaining steps; a run that already finished is left as it is (its results are returned).
+    """
+    if resume and (finished := finished_run_metrics(run)) is not None:
+        logger.warning(
+            f"{run.output_dir} already finished at step {finished.get('train_steps')}: nothing to resume."
+        )
+        return finished
     prepared = prepare(run, resume)
     trainer, corpus = prepared.trainer, prepared.corpus
     result = trainer.train(resume_from_checkpoint=str(prepared.checkpoint) if prepared.checkpoint else None)

@@ -2,7 +2,9 @@
 
 python scripts/generate.py --preset small --out runs/small/corpus
 python scripts/generate.py --preset paper --out runs/paper/corpus --num-proc 2
-python scripts/generate.py --preset small --set num_tasks=64 --set transition_rank=4 --out ...
+python scripts/generate.py --preset small --corpus.num_tasks 64 --corpus.transition_rank 4 --out ...
+
+Any field of the corpus config is overridden with --corpus.field value.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import sys
 import time
 
 import hmm_datasets
-from hmm_datasets.cli import parse_overrides
+from hmm_datasets.overrides import parse_overrides
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,21 +25,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--preset", default="small", choices=sorted(hmm_datasets.PRESETS))
     parser.add_argument("--out", required=True, help="folder to write (a Hub dataset repo)")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="FIELD=VALUE",
-        help="override a config field, e.g. --set num_tasks=64 (repeatable)",
-    )
     parser.add_argument("--num-proc", type=int, default=min(2, os.cpu_count() or 1))
     parser.add_argument("--table-rows", type=int, default=512, help="test rows in the Bayes table (0: none)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing folder")
-    args = parser.parse_args(argv)
+    parser.epilog = "Override any corpus field with --corpus.field value, e.g. --corpus.num_tasks 64."
+    args, overrides = parser.parse_known_args(argv)
 
     try:
-        config = hmm_datasets.get_preset(args.preset, **parse_overrides(args.overrides))
+        fields = parse_overrides(overrides, ("corpus",)).get("corpus", {})
+        config = hmm_datasets.get_preset(args.preset, **fields)
     except ValueError as error:
         parser.error(str(error))
     start = time.perf_counter()

@@ -3,6 +3,10 @@
     python scripts/reproduce.py --preset small                    # 2 CPU cores, about 12 minutes
     python scripts/reproduce.py --preset paper --out runs/paper   # one GPU
     python scripts/reproduce.py --preset small --redo probe       # rerun the probes and what follows
+    python scripts/reproduce.py --preset small --training.max_steps 2800 --out runs/small-longer
+
+Any value of the preset's run config (configs/<preset>.yaml) is overridden with
+--section.field value (sections: corpus, data, model, training, run).
 
 A rerun of the same command skips every complete stage (corpus, train, evaluate, probe,
 model, report) and redoes an interrupted one; training resumes from its last complete
@@ -27,18 +31,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--preset", default="small", choices=sorted(PRESETS))
     parser.add_argument("--out", help="reproduction folder (default: runs/reproduce-<preset>)")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="SECTION.FIELD=VALUE",
-        help="override a value of the run config, e.g. --set training.max_steps=200 (repeatable)",
-    )
     parser.add_argument("--redo", choices=STAGES, help="redo this stage and every later one")
     parser.add_argument("--num-processes", type=int, default=1, help="GPUs to train on (data parallel)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
-    args = parser.parse_args(argv)
+    args, overrides = parser.parse_known_args(argv)
     out = Path(args.out or f"runs/reproduce-{args.preset}")
     try:
         reproduction = make_reproduction(
@@ -46,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
             out,
             configs_dir=ROOT / "configs",
             train_script=ROOT / "scripts" / "train.py",
-            overrides=[f"--{override}" for override in args.overrides],
+            overrides=overrides,
             num_processes=args.num_processes,
             progress=not args.quiet,
         )

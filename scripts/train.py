@@ -1,11 +1,12 @@
 """Train HMMRoFormer on a mixture-of-HMMs corpus (the `accelerate launch` target).
 
-    accelerate launch --cpu scripts/train.py --config configs/small.yaml
+    accelerate launch --cpu --num_processes 1 scripts/train.py configs/small.yaml
     accelerate launch scripts/train.py --config configs/paper.yaml --training.max_steps 512
-    accelerate launch --cpu scripts/train.py --config configs/small.yaml --resume
+    accelerate launch --cpu --num_processes 1 scripts/train.py configs/small.yaml --resume
 
-Any value of the YAML is overridden with --section.field value (sections: corpus, data,
-model, training, run). See modeling_hmmroformer/training.py.
+The run config (YAML or JSON) is the one positional argument, or --config. Any of its values
+is overridden with --section.field value (sections: corpus, data, model, training, run; see
+hmm_datasets/overrides.py for why there are sections). See modeling_hmmroformer/training.py.
 """
 
 from __future__ import annotations
@@ -22,13 +23,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--config", required=True, help="run YAML, e.g. configs/small.yaml")
+    parser.add_argument(
+        "--config", help="run config, e.g. configs/small.yaml (or give it first, without --config)"
+    )
     parser.add_argument(
         "--resume", action="store_true", help="continue from the run's last complete checkpoint"
     )
+    argv = list(sys.argv[1:] if argv is None else argv)
+    config_file = argv.pop(0) if argv and not argv[0].startswith("-") else None
     args, overrides = parser.parse_known_args(argv)
+    if (config_file is None) == (args.config is None):
+        parser.error(
+            "give the run config once: scripts/train.py configs/small.yaml (or --config configs/small.yaml)"
+        )
     try:
-        run = load_run_config(args.config, overrides)
+        run = load_run_config(args.config or config_file, overrides)
         metrics = train(run, resume=args.resume)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)

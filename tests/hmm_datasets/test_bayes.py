@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 import torch
 
+import hmm_datasets
 from hmm_datasets import BayesOptimalPredictor, HMMParams, SampleLayout, get_preset, sample_hmm_params
+from hmm_datasets.bayes import oracle_state_estimates
 from hmm_datasets.sampler import SamplingTables, generate_rows
 
 
@@ -285,3 +287,21 @@ def test_bad_inputs_say_what_is_wrong(tiny_rows):
         predictor.oracle_next_token_probs(rows["input_ids"][:1], [8])
     with pytest.raises(ValueError, match="memory=0"):
         predictor.truncated_next_token_probs(rows["input_ids"], 0)
+
+
+def test_oracle_state_estimates_match_a_direct_forward_pass():
+    params = hmm_datasets.load_hmm_params(hmm_datasets.get_preset("tiny"))
+    corpus = hmm_datasets.open_corpus("tiny")
+    rows = corpus.splits["test"].select(range(3)).with_format("numpy")[:]
+    estimates = oracle_state_estimates(params, rows["input_ids"], rows["task_id"], device="cpu")
+    delimiter = params.vocab_size
+    for row, task in enumerate(rows["task_id"]):
+        belief = params.initial[task]
+        for t, token in enumerate(rows["input_ids"][row]):
+            if token == delimiter:
+                assert estimates[row, t] == -1
+                belief = params.initial[task]
+                continue
+            posterior = belief * params.emissions[task][:, token]
+            assert estimates[row, t] == np.argmax(posterior)
+            belief = (posterior / posterior.sum()) @ params.transitions[task]

@@ -46,8 +46,7 @@ def test_replace_validates_and_renames():
         ("transition_concentration", float("nan"), "transition_concentration=nan"),
         ("transition_rank", 7, "transition_rank=7 is larger than num_states=6"),
         ("transition_rank", 0, "transition_rank=0 must be >= 1"),
-        ("delimiter_id", 3, "delimiter_id=3 collides with observation tokens 0..5"),
-        ("delimiter_id", 9, "delimiter_id=9 leaves a gap"),
+        ("delimiter_id", 3, "unknown HMMMixtureConfig field(s)"),  # the delimiter is always vocab_size
         ("task_prior", (1.0, 2.0), "task_prior has 2 entries but num_tasks=8"),
         ("task_prior", (-1.0,) + (1.0,) * 7, "task_prior must be non-negative"),
         ("num_states", 40000, "num_states=40000 is too large"),
@@ -59,9 +58,10 @@ def test_bad_values_name_the_field_the_value_and_the_fix(field, value, message):
         HMMMixtureConfig.from_dict(values)
 
 
-def test_delimiter_equal_to_vocab_size_is_accepted():
-    config = get_preset("tiny", delimiter_id=6)
-    assert config.delimiter == 6 and config.model_vocab_size == 7
+def test_a_config_saved_with_the_old_delimiter_field_still_loads():
+    saved = {**PRESETS["tiny"].to_dict(), "delimiter_id": None}
+    assert HMMMixtureConfig.from_dict(saved) == PRESETS["tiny"]
+    assert HMMMixtureConfig.from_dict({**saved, "delimiter_id": 6}).delimiter == 6
 
 
 def test_unknown_fields_are_rejected_with_the_known_ones_listed():

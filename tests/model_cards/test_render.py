@@ -38,7 +38,9 @@ def test_the_results_section_shows_the_numbers_and_marks_a_claim_that_fails(summ
 
 
 def test_a_card_carries_the_measured_results_as_model_index(summary):
-    card = render_model_card(summary, location="runs/x/model", repo_id="org/model", dataset_repo_id="org/data")
+    card = render_model_card(
+        summary, location="runs/x/model", repo_id="org/model", dataset_repo_id="org/data"
+    )
     parsed = ModelCard(str(card))  # the YAML header parses back
     assert parsed.data.library_name == "transformers" and "arxiv:2506.01919" in parsed.data.tags
     assert parsed.data.datasets == ["org/data"]

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 import hmm_datasets
+from hmm_datasets.ceiling import accuracy_table
 from modeling_hmmroformer import HMMRoFormerConfig, HMMRoFormerForCausalLM
 from modeling_hmmroformer.evaluation import (
-    PREDICTORS,
     figure1,
     format_figure1,
     load_evaluation_data,
@@ -48,7 +48,8 @@ def test_a_bayes_model_reproduces_the_bayes_curves(data):
         np.testing.assert_allclose(result["by_num_demos"]["model"][key], result["by_num_demos"]["bayes"][key])
     assert result["model_vs_bayes"]["agreement"] == 1.0
     assert result["model_vs_bayes"]["kl_bayes_model"] == pytest.approx(0.0, abs=1e-5)
-    assert set(result["by_test_position"]) == set(PREDICTORS)
+    assert list(result["by_test_position"]) == ["model", "bayes", "oracle", "unigram", "bigram"]
+    assert result["labels"]["bayes"] == "Bayes-optimal"
     assert len(result["by_test_position"]["oracle"]) == data.config.test_length
 
 
@@ -66,6 +67,27 @@ def test_an_untrained_model_is_far_from_bayes_and_files_are_written(data, tmp_pa
     assert "bigram early" in text and "KL(Bayes || model)" in text
 
 
+def test_figure1_and_the_dataset_card_table_score_the_predictors_alike(data):
+    """Two views of one scoring loop: the same rows give the same Bayes-optimal and oracle numbers."""
+    result = figure1(BayesAsModel(data.params), data, progress=False)
+    table = accuracy_table(
+        hmm_datasets.BayesOptimalPredictor(data.params, device="cpu"),
+        data.input_ids,
+        data.task_ids,
+        data.layout,
+        progress=False,
+    )
+    for index, row in enumerate(table["by_num_demos"]):
+        for name in ("bayes", "oracle"):
+            assert result["by_num_demos"][name]["accuracy"][index] == pytest.approx(row[f"{name}_accuracy"])
+            assert result["by_num_demos"][name]["early_accuracy"][index] == pytest.approx(
+                row[f"{name}_early_accuracy"]
+            )
+    np.testing.assert_allclose(
+        result["by_test_position"]["oracle"], table["by_test_position"]["oracle_accuracy"]
+    )
+
+
 def test_a_model_with_a_smaller_vocabulary_is_refused(data):
     model = HMMRoFormerForCausalLM(HMMRoFormerConfig.from_preset("tiny", vocab_size=5))
     with pytest.raises(ValueError, match="vocab_size=5 is smaller than the corpus's 7 tokens"):
@@ -78,7 +100,7 @@ def test_unknown_data_is_refused():
 
 
 def run_evaluate_script(*arguments):
-    command = [sys.executable, str(ROOT / "scripts" / "evaluate.py"), *map(str, arguments)]
+    command = [sys.executable, str(ROOT / "scripts" / "figure1.py"), *map(str, arguments)]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
 

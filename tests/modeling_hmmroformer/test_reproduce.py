@@ -163,7 +163,7 @@ def test_a_folder_that_is_not_a_reproduction_is_refused(tmp_path):
     "arguments, message",
     [
         (
-            ["--preset", "tiny", "--set", "model.num_layers=3"],
+            ["--preset", "tiny", "--model.num_layers", "3"],
             "unknown field(s) ['num_layers'] in section 'model'",
         ),
         (["--preset", "tiny", "--num-processes", "2"], "needs as many GPUs"),
@@ -311,7 +311,8 @@ def test_the_gpu_benchmark_runs_the_same_stages_and_measures_them(reproduced_tin
         flops * steady_tokens_per_s / (measured["bf16_matmul_tflops"] * 1e12)
     )
     assert measured["first_step_s"] == trained["first_step_s"]
-    assert measured["bayes_test_split"]["rows"] == 64 and measured["bayes_test_split"]["finite"]
+    assert measured["bayes_test_split"]["rows"] == 64
+    assert measured["bayes_test_split"]["max_normalisation_error"] < 1e-5  # distributions, not NaN
     assert set(measured["stage_seconds"]) == set(STAGES)
     assert set(measured["targets_met"]) == {"train_s", "mfu", "bayes_test_split_s"}
     assert {path.name for path in published.iterdir()} == {

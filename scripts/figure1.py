@@ -1,7 +1,7 @@
 """Figure 1 of the paper against the Bayes-optimal predictor, for a trained checkpoint.
 
-    python scripts/evaluate.py --model runs/small/model
-    python scripts/evaluate.py --model org/hmm-roformer-small --data runs/small/corpus --rows 512
+    python scripts/figure1.py --model runs/small/model
+    python scripts/figure1.py --model org/hmm-roformer-small --data runs/small/corpus --rows 512
 
 --model: a checkpoint folder or a Hub model id; --data: a corpus preset name, an exported
 corpus folder, or a Hub dataset id (default: the corpus the checkpoint was trained on, from
@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-# This file is named like the `evaluate` package and `python scripts/evaluate.py` puts its
+# This file is named like the `evaluate` package and `python scripts/figure1.py` puts its
 # folder first on sys.path: drop it, so that `import evaluate` finds the package.
 sys.path = [entry for entry in sys.path if Path(entry or ".").resolve() != Path(__file__).resolve().parent]
 

@@ -1,16 +1,67 @@
-"""In-context baselines: predict the next token from token counts in the context so far.
+"""Next-token predictors of corpus rows, behind one registry: each maps rows to distributions.
 
-Both read only the row itself (no knowledge of the HMMs), know the layout like the
-Bayes-optimal predictor (a point mass on the delimiter where one comes next), and return
-`[B, L, V+1]` next-token distributions from `input_ids [B, L]`.
+    predictors = reference_predictors(params)                       # bayes, oracle, unigram, bigram
+    probs = predictors["bayes"].next_token_probs(input_ids, task_ids)   # [B, L, V+1]
+
+A predictor is given rows `input_ids [B, L]` and their tasks `task_ids [B]` (only the oracle
+reads them) and returns, at position i, the distribution of token i + 1 over the V
+observations and the delimiter (last). The model joins the same registry
+(`modeling_hmmroformer.evaluation.model_predictor`), and `hmm_datasets.scoring` scores every
+predictor the same way on the same rows:
+
+- `bayes`: the exact Bayes-optimal predictor of the mixture (`bayes.py`), the yardstick;
+- `oracle`: the same, told each row's task;
+- `unigram`, `bigram`: counts of tokens / token pairs in the row's own context so far, with
+  no knowledge of the HMMs (in-context baselines). Like the Bayes-optimal predictor they know
+  the layout: a point mass on the delimiter where one comes next.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
+from .bayes import BayesOptimalPredictor
+from .params import HMMParams
 
+NextTokenProbs = Callable[
+    [torch.Tensor, np.ndarray], torch.Tensor
+]  # (input_ids [B, L], task_ids [B]) -> [B, L, V+1]
+
+
+@dataclass(frozen=True)
+class Predictor:
+    """A named next-token predictor (`label`: how plots and tables call it)."""
+
+    name: str
+    label: str
+    next_token_probs: NextTokenProbs
+
+
+def reference_predictors(
+    params: HMMParams, bayes: BayesOptimalPredictor | None = None
+) -> dict[str, Predictor]:
+    """The predictors every model is measured against, by name (`bayes` is the reference)."""
+    bayes = bayes or BayesOptimalPredictor(params)
+    vocab = params.vocab_size
+    return {
+        "bayes": Predictor("bayes", "Bayes-optimal", lambda ids, tasks: bayes.next_token_probs(ids)),
+        "oracle": Predictor(
+            "oracle", "oracle (knows the task)", lambda ids, tasks: bayes.oracle_next_token_probs(ids, tasks)
+        ),
+        "unigram": Predictor(
+            "unigram", "unigram counts", lambda ids, tasks: unigram_next_token_probs(ids, vocab)
+        ),
+        "bigram": Predictor(
+            "bigram", "bigram counts", lambda ids, tasks: bigram_next_token_probs(ids, vocab)
+        ),
+    }
+
+
+# ---- the in-context count baselines ------------------------------------------------------------
 def _as_ids(input_ids) -> torch.Tensor:
     return (
         torch.as_tensor(np.asarray(input_ids) if not torch.is_tensor(input_ids) else input_ids).long().cpu()

@@ -1,0 +1,87 @@
+"""The whole layerwise analysis: every layer, target and pattern reported; planted activations
+decoded exactly where they were planted; bad settings refused."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from hmm_datasets.corpus import open_corpus
+from probing.layerwise import curve, find
+from probing.plots import write_probe_results
+from probing.run import ProbeConfig, format_summary, run_probing
+
+FAST = {
+    "num_probe_tasks": 4,
+    "rows_per_task": 12,
+    "positions_per_row": 12,
+    "shuffle_rows": 16,
+    "num_resamples": 100,
+}
+
+
+def test_a_probing_run_reports_every_layer_target_and_pattern(tiny_model, tmp_path):
+    model = tiny_model()
+    result = run_probing(model, open_corpus("tiny"), ProbeConfig(distances=(1, 2), **FAST), progress=False)
+    results = result.results
+    targets = ["hidden_state", "task", "previous_token_1", "previous_token_2"]
+    for target in targets:
+        for metric in ("accuracy", "control_accuracy", "selectivity"):
+            assert curve(results["records"], target, metric)["layer"].tolist() == [0, 1, 2]
+        assert find(results["records"], target, "chance") is not None
+    assert find(results["records"], "task", "bayes_optimal_accuracy")["value"] > 0.5
+    assert find(results["records"], "hidden_state", "oracle_accuracy")["value"] > 0.5
+    assert curve(results["records"], "shuffle", "relative_logit_change")["layer"].tolist() == [1, 2]
+    assert set(results["patterns"]) == {"figure2", "figure3a", "figure3b"}
+    assert result.attention.shape == (2, 1, 2, 52, 52)  # tiny rows: 4 x (8 + 1) + 16 tokens
+    np.testing.assert_allclose(result.attention.sum(-1), 1.0, atol=1e-5)
+    paths = write_probe_results(result, tmp_path)
+    assert all(path.is_file() and path.stat().st_size > 0 for path in paths.values())
+    assert json.loads(paths["json"].read_text())["records"] == json.loads(json.dumps(results["records"]))
+    summary = format_summary(results)
+    assert "Fig 3b" in summary and "Shuffle test" in summary
+
+
+def plant_previous_tokens(model) -> None:
+    """Make layer i's output at position p the one-hot code of the token i positions back
+    (zeros before the row starts), through forward hooks: what the probes must then read."""
+    seen = {}
+
+    def one_hot_back(ids: torch.Tensor, distance: int) -> torch.Tensor:
+        codes = torch.nn.functional.one_hot(
+            torch.roll(ids, distance, dims=1), model.config.hidden_size
+        ).float()
+        codes[:, :distance] = 0
+        return codes
+
+    model.model.register_forward_pre_hook(lambda m, a, kw: seen.update(ids=kw["input_ids"]), with_kwargs=True)
+    for index, layer in enumerate(model.model.layers, start=1):
+        layer.register_forward_hook(lambda m, a, out, index=index: one_hot_back(seen["ids"], index))
+
+
+def test_planted_previous_tokens_are_decoded_exactly_at_their_layers(tiny_model):
+    """Through run_probing's own capture and labels: a one-position misalignment of features and
+    labels would make these accuracies fall from 1."""
+    model = tiny_model()  # 2 layers, post-norm: the last hidden state is the last layer's output
+    plant_previous_tokens(model)
+    result = run_probing(model, open_corpus("tiny"), ProbeConfig(distances=(1, 2), **FAST), progress=False)
+    records = result.results["records"]
+    assert find(records, "previous_token_1", "accuracy", 1)["value"] == 1.0  # layer 1 holds token p-1
+    assert find(records, "previous_token_2", "accuracy", 2)["value"] == 1.0  # layer 2 holds token p-2
+    assert find(records, "previous_token_1", "accuracy", 2)["value"] < 0.9  # not what layer 2 holds
+    assert find(records, "previous_token_2", "accuracy", 1)["value"] < 0.9
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"distances": (8,)}, "distance"),
+        ({"layers": (0, 3)}, "out of range"),
+        ({"shuffle_rows": 1000}, "shuffle_rows"),
+        ({"probe_train_fraction": 1.0}, "probe_train_fraction"),
+    ],
+)
+def test_bad_probe_settings_are_refused(tiny_model, settings, message):
+    with pytest.raises(ValueError, match=message):
+        run_probing(tiny_model(), open_corpus("tiny"), ProbeConfig(**{**FAST, **settings}), progress=False)
