@@ -8,6 +8,7 @@ with `trust_remote_code=True`.
 from huggingface_hub.dataclasses import strict
 from transformers.activations import ACT2FN
 from transformers.configuration_utils import PreTrainedConfig
+from transformers.modeling_rope_utils import RopeParameters
 
 NORM_PLACEMENTS = ("pre", "post")
 POSITION_EMBEDDINGS = ("rotary", "none")
@@ -30,7 +31,9 @@ class HMMRoFormerConfig(PreTrainedConfig):
             dimension `hidden_size // num_attention_heads` must be even (rotary pairs).
         intermediate_size: width of the feed-forward layer (default `4 * hidden_size`).
         hidden_act: activation of the feed-forward layer (a key of `transformers.activations.ACT2FN`).
-        rope_theta: rotary base.
+        rope_parameters: the rotary embedding, in transformers' v5 form (`{"rope_type": "default",
+            "rope_theta": 10000.0}`; the scaled types of `transformers.modeling_rope_utils` work as in
+            Llama). A bare `rope_theta=...`, as in configs saved before v5, is moved into it.
         position_embedding: "rotary" (RoFormer) or "none" (no position information at all,
             for analyses that need a position-blind model).
         max_position_embeddings: longest sequence (positions) the model accepts.
@@ -52,11 +55,18 @@ class HMMRoFormerConfig(PreTrainedConfig):
 
     model_type = "hmm_roformer"
     keys_to_ignore_at_inference = ["past_key_values"]
+    # As Phi-3's fused projection: q, k and v are slices of one output, so a column shard would hand
+    # each rank a wrong mix of them; the output is gathered and every rank runs all heads.
     base_model_tp_plan = {
-        "layers.*.self_attn.qkv_proj": "colwise",
-        "layers.*.self_attn.o_proj": "rowwise",
+        "layers.*.self_attn.qkv_proj": "colwise_gather_output",
+        "layers.*.self_attn.o_proj": "rowwise_split_input",
         "layers.*.mlp.up_proj": "colwise",
         "layers.*.mlp.down_proj": "rowwise",
+    }
+    base_model_pp_plan = {
+        "embed_tokens": (["input_ids"], ["inputs_embeds"]),
+        "layers": (["hidden_states", "attention_mask"], ["hidden_states"]),
+        "norm": (["hidden_states"], ["hidden_states"]),
     }
 
     vocab_size: int = 17
@@ -65,7 +75,7 @@ class HMMRoFormerConfig(PreTrainedConfig):
     num_attention_heads: int = 4
     intermediate_size: int | None = None
     hidden_act: str = "gelu"
-    rope_theta: float = 10000.0
+    rope_parameters: RopeParameters | dict | None = None
     position_embedding: str = "rotary"
     max_position_embeddings: int = 1024
     norm_placement: str = "post"
@@ -130,7 +140,10 @@ class HMMRoFormerConfig(PreTrainedConfig):
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
                 raise ValueError(f"{name}={value} must lie in [0, 1).")
-        for name in ("rope_theta", "layer_norm_eps", "initializer_range"):
+        theta = self.rope_parameters["rope_theta"]
+        if not theta > 0:
+            raise ValueError(f"rope_parameters['rope_theta']={theta} must be > 0.")
+        for name in ("layer_norm_eps", "initializer_range"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name}={getattr(self, name)} must be > 0.")
 

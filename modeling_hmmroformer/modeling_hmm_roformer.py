@@ -8,25 +8,31 @@ decoder layer, `PreTrainedModel`, base model, `ForCausalLM`.
 For analyses, the model returns per layer the hidden states (`output_hidden_states`),
 the attention weights (`output_attentions`) and the pre-softmax attention logits
 (`output_attention_logits`), all recorded by transformers' output-capture hooks. A call
-that asks for weights or logits computes attention explicitly for that call, whatever
-the configured implementation, so the answer is never silently empty.
+that asks for weights or logits computes attention explicitly (eager, with the eager mask
+of `transformers.masking_utils`) for that call, whatever the configured implementation, so
+the answer is never silently empty.
+
+`flex_attention` is refused on CPU tensors (see `HMMRoFormerModel._check_attention_implementation`): use it
+on CUDA, and `sdpa` or `eager` on CPU.
 
 This file imports only torch, transformers and its sibling config: `save_pretrained`
 copies both next to the weights for `trust_remote_code=True`.
 """
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import nn
-from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, DynamicCache
+from transformers.distributed.pipeline_parallel import PipelineIdentityLayer
 from transformers.generation import GenerationMixin
 from transformers.masking_utils import create_causal_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS, dynamic_rope_update
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel, slice_logits_to_keep
 from transformers.processing_utils import Unpack
 from transformers.utils import TransformersKwargs, can_return_tuple
@@ -58,23 +64,43 @@ class HMMRoFormerCausalLMOutput(CausalLMOutputWithPast):
 
 
 class HMMRoFormerRotaryEmbedding(nn.Module):
-    """cos/sin of the rotary angles `position * base^(-2i/d)` for given `position_ids`."""
+    """cos/sin of the rotary angles `position * theta^(-2i/d)` for given `position_ids`, as Llama's
+    (`config.rope_parameters`; the scaled RoPE types of `transformers.modeling_rope_utils` too)."""
+
+    inv_freq: torch.Tensor  # fix linting for `register_buffer`
 
     def __init__(self, config: HMMRoFormerConfig):
         super().__init__()
+        self.max_seq_len_cached = config.max_position_embeddings
+        self.original_max_seq_len = config.max_position_embeddings
         self.config = config
-        self.inv_freq = nn.Buffer(self.compute_inv_freq(config), persistent=False)
+
+        self.rope_type = self.config.rope_parameters["rope_type"]
+        rope_init_fn: Callable = self.compute_default_rope_parameters
+        if self.rope_type != "default":
+            rope_init_fn = ROPE_INIT_FUNCTIONS[self.rope_type]
+        inv_freq, self.attention_scaling = rope_init_fn(self.config)
+
+        # Non-persistent: `PreTrainedModel._init_weights` recomputes both after loading from the meta device.
+        self.inv_freq = nn.Buffer(inv_freq, persistent=False)
+        self.original_inv_freq = nn.Buffer(inv_freq.clone(), persistent=False)
 
     @staticmethod
-    def compute_inv_freq(config: HMMRoFormerConfig) -> torch.Tensor:
-        dim = config.hidden_size // config.num_attention_heads
-        return 1.0 / (config.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
+    def compute_default_rope_parameters(config: HMMRoFormerConfig, **kwargs) -> tuple[torch.Tensor, float]:
+        """`theta^(-2i/d)` for `i < d/2` (`[head_dim // 2]`), and the cos/sin scaling (1: unused here)."""
+        base = config.rope_parameters["rope_theta"]
+        dim = config.head_dim
+        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
+        return inv_freq, 1.0
 
     @torch.no_grad()
+    @dynamic_rope_update  # power user: used with advanced RoPE types (e.g. dynamic rope)
     def forward(self, x: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         freqs = position_ids[..., None].float() * self.inv_freq.to(device=x.device, dtype=torch.float)
         emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos().to(dtype=x.dtype), emb.sin().to(dtype=x.dtype)
+        cos = emb.cos() * self.attention_scaling
+        sin = emb.sin() * self.attention_scaling
+        return cos.to(dtype=x.dtype), sin.to(dtype=x.dtype)
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -100,9 +126,16 @@ def eager_attention_with_logits(
     scaling: float,
     dropout: float = 0.0,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Attention computed step by step: (output `[b, s, h, d]`, weights and logits `[b, h, s, s]`)."""
+    """Attention computed step by step: (output `[b, s, h, d]`, weights and logits `[b, h, s, s]`).
+
+    `attention_mask` is additive (`[b or 1, 1, s, kv]`, 0 to attend, the dtype's minimum to mask,
+    as `masking_utils` builds it for eager), or a boolean 4-D mask (True to attend) as sdpa takes.
+    """
     attn_logits = torch.matmul(query, key.transpose(2, 3)) * scaling
     if attention_mask is not None:
+        if attention_mask.dtype == torch.bool:
+            zero = torch.zeros((), dtype=attn_logits.dtype, device=attn_logits.device)
+            attention_mask = torch.where(attention_mask, zero, torch.finfo(attn_logits.dtype).min)
         attn_logits = attn_logits + attention_mask
     attn_weights = nn.functional.softmax(attn_logits, dim=-1, dtype=torch.float32).to(query.dtype)
     dropped = nn.functional.dropout(attn_weights, p=dropout, training=module.training)
@@ -153,7 +186,8 @@ class HMMRoFormerAttention(nn.Module):
         **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         input_shape = hidden_states.shape[:-1]
-        qkv = self.qkv_proj(hidden_states).view(*input_shape, 3, self.num_heads, self.head_dim)
+        hidden_shape = (*input_shape, 3, -1, self.head_dim)
+        qkv = self.qkv_proj(hidden_states).view(hidden_shape)
         query_states, key_states, value_states = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # [b, h, s, d] each
 
         if position_embeddings is not None:
@@ -261,13 +295,6 @@ class HMMRoFormerPreTrainedModel(PreTrainedModel):
         "attention_logits": OutputRecorder(HMMRoFormerAttention, index=2),
     }
 
-    @torch.no_grad()
-    def _init_weights(self, module: nn.Module) -> None:
-        super()._init_weights(module)
-        if isinstance(module, HMMRoFormerRotaryEmbedding):
-            # A non-persistent buffer: models loaded from the meta device must recompute it.
-            init.copy_(module.inv_freq, module.compute_inv_freq(module.config))
-
 
 class HMMRoFormerModel(HMMRoFormerPreTrainedModel):
     def __init__(self, config: HMMRoFormerConfig):
@@ -302,12 +329,22 @@ class HMMRoFormerModel(HMMRoFormerPreTrainedModel):
         **kwargs: Unpack[TransformersKwargs],
     ) -> HMMRoFormerModelOutput:
         r"""
+        attention_mask (`torch.Tensor`, *optional*):
+            A padding mask `[batch, past + seq]` (1 for tokens, 0 for padding), or a custom 4-D mask
+            `[batch, 1, seq, past + seq]` used as given: additive (0 to attend, the dtype's minimum to
+            mask) as transformers' eager and sdpa take it, or boolean (True to attend).
         position_ids (`torch.LongTensor` of shape `[batch, seq]`, *optional*):
             Position of each token (default `0..seq-1` after any cached tokens); rotary
             attention depends only on differences of positions.
+
+        Inputs are checked where that costs no host synchronisation: on CPU, token ids outside
+        `0..vocab_size-1` and positions at or beyond `max_position_embeddings` raise a `ValueError`;
+        on an accelerator only the sequence length (a host integer) is checked against
+        `max_position_embeddings`, since reading ids or positions would stall every forward pass.
         """
         if (input_ids is None) ^ (inputs_embeds is not None):
             raise ValueError("You must specify exactly one of input_ids or inputs_embeds")
+        self._check_attention_implementation(input_ids if input_ids is not None else inputs_embeds)
         if input_ids is not None:
             self._check_token_ids(input_ids)
             inputs_embeds = self.embed_tokens(input_ids)
@@ -323,22 +360,27 @@ class HMMRoFormerModel(HMMRoFormerPreTrainedModel):
             position_ids = position_ids.unsqueeze(0)
         self._check_positions(position_ids, past_seen_tokens + inputs_embeds.shape[1])
 
+        # Weights and logits asked for: every layer computes eager attention, which takes the eager mask.
         record_attention = self._records_attention(kwargs)
-        if record_attention:
-            causal_mask = additive_causal_mask(inputs_embeds, attention_mask, past_seen_tokens)
-        else:
-            causal_mask = create_causal_mask(
-                config=self.config,
-                inputs_embeds=inputs_embeds,
-                attention_mask=attention_mask,
-                past_key_values=past_key_values,
-                position_ids=position_ids,
-            )
+        mask_config = self.config
+        if record_attention and self.config._attn_implementation != "eager":
+            mask_config = copy.copy(self.config)
+            mask_config._attn_implementation = "eager"
+        causal_mask = create_causal_mask(
+            config=mask_config,
+            inputs_embeds=inputs_embeds,
+            attention_mask=attention_mask,
+            past_key_values=past_key_values,
+            position_ids=position_ids,
+        )
 
         hidden_states = inputs_embeds
-        if self.embedding_norm is not None:
-            hidden_states = self.embedding_norm(hidden_states)
-        hidden_states = self.embedding_dropout(hidden_states)
+        # Under transformers' pipeline parallelism a later stage gets the previous stage's hidden
+        # states as `inputs_embeds`: the embedding block runs only on the stage that runs layer 0.
+        if not isinstance(self.layers[0], PipelineIdentityLayer):
+            if self.embedding_norm is not None:
+                hidden_states = self.embedding_norm(hidden_states)
+            hidden_states = self.embedding_dropout(hidden_states)
         position_embeddings = (
             self.rotary_emb(hidden_states, position_ids) if self.rotary_emb is not None else None
         )
@@ -359,6 +401,22 @@ class HMMRoFormerModel(HMMRoFormerPreTrainedModel):
             hidden_states = self.norm(hidden_states)
         return HMMRoFormerModelOutput(last_hidden_state=hidden_states, past_key_values=past_key_values)
 
+    def _check_attention_implementation(self, inputs: torch.Tensor) -> None:
+        """Refuses `flex_attention` on CPU tensors.
+
+        torch's CPU flex_attention (an inductor C++ template) returns wrong values or NaN where
+        inductor generates AVX2 code (AVX2-only x86 CPUs such as many AMD EPYC), for example at
+        head_dim 16 and sequence lengths of 8 mod 16, without any mask; and it has no backward
+        pass on CPU, so it cannot train either.
+        """
+        if self.config._attn_implementation == "flex_attention" and inputs.device.type == "cpu":
+            raise ValueError(
+                "attn_implementation='flex_attention' is refused on CPU: torch's CPU flex_attention kernel "
+                "returns wrong values or NaN on some CPUs (AVX2 code, e.g. AMD EPYC) and has no backward pass "
+                "on CPU, so it cannot train either. On CPU use model.set_attn_implementation('sdpa') (or "
+                "'eager'); use flex_attention on CUDA."
+            )
+
     def _records_attention(self, kwargs: dict) -> bool:
         """Whether this call asks for attention weights or logits (as an argument or in the config)."""
         return bool(
@@ -367,7 +425,8 @@ class HMMRoFormerModel(HMMRoFormerPreTrainedModel):
         )
 
     def _check_token_ids(self, input_ids: torch.Tensor) -> None:
-        if torch.compiler.is_compiling() or input_ids.numel() == 0:
+        """On CPU only: reading the ids' range from an accelerator would synchronise the host."""
+        if torch.compiler.is_compiling() or input_ids.device.type != "cpu" or input_ids.numel() == 0:
             return
         low, high = (int(value) for value in torch.aminmax(input_ids))
         if low < 0 or high >= self.config.vocab_size:
@@ -378,31 +437,18 @@ class HMMRoFormerModel(HMMRoFormerPreTrainedModel):
             )
 
     def _check_positions(self, position_ids: torch.Tensor, total_length: int) -> None:
+        """The sequence length (a host integer) everywhere; the largest position id on CPU only."""
         if torch.compiler.is_compiling():
             return
         limit = self.config.max_position_embeddings
-        longest = max(total_length, int(position_ids.max()) + 1 if position_ids.numel() else 0)
+        longest = total_length
+        if position_ids.device.type == "cpu" and position_ids.numel():
+            longest = max(longest, int(position_ids.max()) + 1)
         if longest > limit:
             raise ValueError(
                 f"a sequence needs {longest} positions but max_position_embeddings={limit}: shorten the "
                 "input, or build the model with a larger max_position_embeddings."
             )
-
-
-def additive_causal_mask(
-    inputs_embeds: torch.Tensor, attention_mask: torch.Tensor | None, past_seen_tokens: int
-) -> torch.Tensor:
-    """`[batch or 1, 1, seq, past + seq]`: 0 where a query may attend, the dtype's minimum elsewhere."""
-    query_length = inputs_embeds.shape[1]
-    key_length = past_seen_tokens + query_length
-    device, dtype = inputs_embeds.device, inputs_embeds.dtype
-    query_positions = torch.arange(past_seen_tokens, key_length, device=device)
-    allowed = torch.arange(key_length, device=device)[None, :] <= query_positions[:, None]
-    allowed = allowed[None, None]
-    if attention_mask is not None and attention_mask.ndim == 2:  # padding: [batch, past + seq]
-        allowed = allowed & attention_mask[:, None, None, :key_length].bool()
-    mask = torch.zeros(allowed.shape, dtype=dtype, device=device)
-    return mask.masked_fill(~allowed, torch.finfo(dtype).min)
 
 
 class HMMRoFormerForCausalLM(HMMRoFormerPreTrainedModel, GenerationMixin):
