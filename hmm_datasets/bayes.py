@@ -138,7 +138,7 @@ def default_device() -> torch.device:
 
 
 class BayesOptimalPredictor:
-    """Exact next-token predictors of a mixture of HMMs: Bayes-optimal, oracle, L-memory.
+    """Exact next-token predictors of a mixture of HMMs: Bayes-optimal, oracle, and their L-memory versions.
 
     Args:
         params: the mixture (see `HMMParams`).
@@ -212,18 +212,11 @@ class BayesOptimalPredictor:
     def oracle_next_token_probs(self, input_ids, task_ids) -> torch.Tensor:
         """`[B, L, V+1]`: next-token distributions of a predictor told each row's task."""
         ids = self._as_ids(input_ids)
-        tasks = torch.as_tensor(task_ids if torch.is_tensor(task_ids) else np.asarray(task_ids))
-        tasks = tasks.to(self.device).long().reshape(-1)
-        if tasks.shape[0] != ids.shape[0]:
-            raise ValueError(f"task_ids has {tasks.shape[0]} entries for {ids.shape[0]} rows.")
-        if tasks.numel() and (tasks.min() < 0 or tasks.max() >= self.num_tasks):
-            raise ValueError(f"task_ids must lie in 0..{self.num_tasks - 1}.")
+        tasks = self._as_tasks(task_ids, ids.shape[0])
         out = []
         per_row = self._row_floats(ids.shape[1], 1, False) + self._group_floats_per_hmm()
         for chunk in self._row_chunks(ids.shape[0], per_row):
-            group = self.hmms.select(tasks[chunk])
-            zeros = torch.zeros(len(tasks[chunk]), 1, dtype=self.dtype, device=self.device)
-            out.append(self._filter(group, ids[chunk][:, None, :], zeros, mix_dim=1).probs)
+            out.append(self._oracle_filter(ids[chunk], tasks[chunk]).probs)
         return torch.cat(out)
 
     @torch.no_grad()
@@ -237,28 +230,67 @@ class BayesOptimalPredictor:
         the full predictor wherever the window reaches back to the first token. Costs
         `memory` times the full predictor.
         """
-        if not isinstance(memory, int) or memory < 1:
-            raise ValueError(f"memory={memory!r} must be a positive number of tokens.")
+        memory = _check_memory(memory)
         ids = self._as_ids(input_ids)
-        full = self.next_token_probs(ids)
+
+        def last_prediction(windows, start_states, rows):  # start_states [W, K, S] -> [K, W, S]
+            return self._mixture_filter(windows, False, start_states=start_states.transpose(0, 1)).probs[
+                :, -1
+            ]
+
+        per_window = self._row_floats(memory, self.num_tasks, False) + self.num_tasks * self.num_states
+        return self._windowed(ids, memory, self.next_token_probs(ids), per_window, last_prediction)
+
+    @torch.no_grad()
+    def truncated_oracle_next_token_probs(self, input_ids, task_ids, memory: int) -> torch.Tensor:
+        """`[B, L, V+1]`: the predictor told each row's task that sees only the last `memory` tokens.
+
+        As `truncated_next_token_probs`, with the task known instead of inferred: at position
+        i it runs the row's HMM over tokens i-memory+1..i from the exact marginal of the
+        state at the window's first token. Equals `oracle_next_token_probs` wherever the
+        window reaches back to the first token. The gap to the full oracle is what the
+        tokens before the window say about the hidden state alone.
+        """
+        memory = _check_memory(memory)
+        ids = self._as_ids(input_ids)
+        tasks = self._as_tasks(task_ids, ids.shape[0])
+
+        def last_prediction(windows, start_states, rows):  # start_states [W, K, S]
+            window_tasks = tasks[rows]
+            starts = start_states[torch.arange(len(rows), device=self.device), window_tasks][:, None]
+            return self._oracle_filter(windows, window_tasks, start_states=starts).probs[:, -1]
+
+        per_window = self._row_floats(memory, 1, False) + self._group_floats_per_hmm()
+        per_window += self.num_tasks * self.num_states
+        full = self.oracle_next_token_probs(ids, tasks)
+        return self._windowed(ids, memory, full, per_window, last_prediction)
+
+    def _windowed(
+        self, ids, memory: int, full: torch.Tensor, per_window: int, last_prediction
+    ) -> torch.Tensor:
+        """The fixed-memory version of a predictor whose full-context output is `full [B, L, V+1]`.
+
+        Position i >= memory sees the window of tokens i-memory+1..i (positions before keep
+        `full`: their window is the whole prefix). `last_prediction(windows [W, memory],
+        start_states [W, K, S], rows [W]) -> [W, V+1]` predicts the token after each window
+        from the exact marginal of every task's state at the window's first token; `rows`
+        are the windows' rows in `ids`. Windows go in chunks of `per_window` floats each;
+        before a delimiter the prediction is the point mass on it.
+        """
         batch, length = ids.shape
         if memory >= length:
             return full
-        # One window per (row, position >= memory): tokens i-memory+1..i.
-        starts = torch.arange(1, length - memory + 1, device=self.device)
-        windows = ids.unfold(1, memory, 1)[:, 1:]  # [B, L-memory, memory]
-        offsets = _position_in_segment(ids, self.delimiter)[:, starts]  # [B, L-memory]
-        next_is_delim = torch.zeros(batch, length - memory, dtype=torch.bool, device=self.device)
-        next_is_delim[:, :-1] = ids[:, memory + 1 :] == self.delimiter  # the token after each window
+        num_windows = length - memory  # per row: the windows starting at 1..length-memory
+        windows = ids.unfold(1, memory, 1)[:, 1:].reshape(-1, memory)  # [B * (L-memory), memory]
+        offsets = _position_in_segment(ids, self.delimiter)[:, 1 : num_windows + 1].reshape(-1)
+        rows = torch.arange(batch, device=self.device).repeat_interleave(num_windows)
         marginals = self._state_marginals(int(offsets.max()))  # [J, K, S]
-        windows, offsets = windows.reshape(-1, memory), offsets.reshape(-1)
         out = []
-        per_row = self._row_floats(memory, self.num_tasks, False) + self.num_tasks * self.num_states
-        for chunk in self._row_chunks(windows.shape[0], per_row):
-            start_states = marginals[offsets[chunk]].transpose(0, 1)  # [K, W, S]
-            probs = self._mixture_filter(windows[chunk], False, start_states=start_states).probs
-            out.append(probs[:, -1])
-        last = torch.cat(out).reshape(batch, length - memory, -1)
+        for chunk in self._row_chunks(windows.shape[0], per_window):
+            out.append(last_prediction(windows[chunk], marginals[offsets[chunk]], rows[chunk]))
+        last = torch.cat(out).reshape(batch, num_windows, -1)
+        next_is_delim = torch.zeros(batch, num_windows, dtype=torch.bool, device=self.device)
+        next_is_delim[:, :-1] = ids[:, memory + 1 :] == self.delimiter  # the token after each window
         last[next_is_delim] = _delimiter_point_mass(self.vocab_size, self.dtype, self.device)
         return torch.cat([full[:, :memory], last], dim=1)
 
@@ -272,6 +304,13 @@ class BayesOptimalPredictor:
             mix_dim=0,
             start_states=start_states,
             want_posterior=want_posterior,
+        )
+
+    def _oracle_filter(self, ids, tasks, start_states=None) -> BayesPrediction:
+        """Row r of `ids [R, L]` read by the HMM of task `tasks[r]`; start_states [R, 1, S]."""
+        zeros = torch.zeros(len(tasks), 1, dtype=self.dtype, device=self.device)
+        return self._filter(
+            self.hmms.select(tasks), ids[:, None, :], zeros, mix_dim=1, start_states=start_states
         )
 
     def _filter(
@@ -363,6 +402,15 @@ class BayesOptimalPredictor:
             )
         return ids.to(device=self.device, dtype=torch.long)
 
+    def _as_tasks(self, task_ids, num_rows: int) -> torch.Tensor:
+        tasks = torch.as_tensor(task_ids if torch.is_tensor(task_ids) else np.asarray(task_ids))
+        tasks = tasks.to(self.device).long().reshape(-1)
+        if tasks.shape[0] != num_rows:
+            raise ValueError(f"task_ids has {tasks.shape[0]} entries for {num_rows} rows.")
+        if tasks.numel() and (tasks.min() < 0 or tasks.max() >= self.num_tasks):
+            raise ValueError(f"task_ids must lie in 0..{self.num_tasks - 1}.")
+        return tasks
+
     @property
     def _float_bytes(self) -> int:
         return torch.finfo(self.dtype).bits // 8
@@ -401,6 +449,12 @@ def _weights(log_w: torch.Tensor, mix_dim: int) -> torch.Tensor:
 def _mix(token_probs: torch.Tensor, log_w: torch.Tensor, mix_dim: int) -> torch.Tensor:
     """Posterior-weighted mixture of per-HMM next-token distributions -> [rows, V]."""
     return (_weights(log_w, mix_dim)[..., None] * token_probs).sum(mix_dim)
+
+
+def _check_memory(memory) -> int:
+    if isinstance(memory, bool) or not isinstance(memory, (int, np.integer)) or memory < 1:
+        raise ValueError(f"memory={memory!r} must be a positive number of tokens (an integer >= 1).")
+    return int(memory)
 
 
 def _delimiter_point_mass(vocab: int, dtype, device) -> torch.Tensor:

@@ -62,15 +62,17 @@ def sequence_probability(params, task, tokens, start=None):
     return p
 
 
-def brute_force_next_token(params, tokens, next_is_delim, starts=None):
-    """P(next | tokens) of the mixture; `starts[k]` is task k's state distribution at tokens[0]."""
+def brute_force_next_token(params, tokens, next_is_delim, starts=None, prior=None):
+    """P(next | tokens) of the mixture; `starts[k]` is task k's state distribution at tokens[0],
+    `prior` the task prior (default the mixture's; one-hot: the oracle of that task)."""
+    prior = params.task_prior if prior is None else prior
     out = np.zeros(params.vocab_size + 1)
     if next_is_delim:
         out[-1] = 1.0
         return out
     for v in range(params.vocab_size):
         out[v] = sum(
-            params.task_prior[k]
+            prior[k]
             * sequence_probability(params, k, list(tokens) + [v], None if starts is None else starts[k])
             for k in range(params.num_tasks)
         )
@@ -191,6 +193,39 @@ def test_truncated_memory_equals_brute_force_on_the_window(memory, rank, fuse):
             np.testing.assert_allclose(probs[r, i], expected, atol=1e-9, rtol=0)
 
 
+@FUSE
+@pytest.mark.parametrize(("memory", "rank"), [(1, None), (2, None), (4, None), (3, 2)])
+def test_truncated_oracle_equals_brute_force_on_the_window(memory, rank, fuse):
+    params = random_params(num_tasks=3, num_states=3, rank=rank, seed=memory)
+    rows = layout_rows(params, LAYOUT, 3, seed=memory)
+    tasks = np.array([2, 0, 1])
+    probs = exact(params, fuse).truncated_oracle_next_token_probs(rows, tasks, memory).numpy()
+    delims = LAYOUT.delimiter_mask()
+    offsets = LAYOUT.position_in_segment()
+    for r, row in enumerate(rows):
+        task = tasks[r]
+        for i in range(len(row)):
+            lo = max(0, i - memory + 1)
+            starts = [state_marginal(params, k, offsets[lo]) for k in range(params.num_tasks)]
+            expected = brute_force_next_token(
+                params, row[lo : i + 1], i + 1 < len(row) and delims[i + 1], starts, np.eye(3)[task]
+            )
+            np.testing.assert_allclose(probs[r, i], expected, atol=1e-9, rtol=0)
+
+
+def test_truncated_oracle_with_the_whole_row_in_memory_is_the_oracle():
+    params = random_params(num_tasks=4, num_states=3, vocab=4)
+    rows = layout_rows(params, LAYOUT, 5)
+    tasks = np.array([3, 1, 0, 2, 3])
+    predictor = exact(params)
+    oracle = predictor.oracle_next_token_probs(rows, tasks)
+    for memory in (LAYOUT.sequence_length, LAYOUT.sequence_length + 7):
+        torch.testing.assert_close(predictor.truncated_oracle_next_token_probs(rows, tasks, memory), oracle)
+    # one token short: only the last position loses the first token, and only there may they differ
+    short = predictor.truncated_oracle_next_token_probs(rows, tasks, LAYOUT.sequence_length - 1)
+    torch.testing.assert_close(short[:, :-1], oracle[:, :-1])
+
+
 @pytest.fixture(scope="module")
 def tiny_rows():
     config = get_preset("tiny")
@@ -223,6 +258,7 @@ def test_probabilities_sum_to_one_with_point_masses_before_delimiters(tiny_rows)
         predictor.next_token_probs(rows["input_ids"]),
         predictor.oracle_next_token_probs(rows["input_ids"], rows["task_id"]),
         predictor.truncated_next_token_probs(rows["input_ids"], 5),
+        predictor.truncated_oracle_next_token_probs(rows["input_ids"], rows["task_id"], 5),
     ):
         assert probs.shape == (64, config.sequence_length, config.vocab_size + 1)
         torch.testing.assert_close(probs.sum(-1), torch.ones(64, config.sequence_length))
@@ -287,6 +323,12 @@ def test_bad_inputs_say_what_is_wrong(tiny_rows):
         predictor.oracle_next_token_probs(rows["input_ids"][:1], [8])
     with pytest.raises(ValueError, match="memory=0"):
         predictor.truncated_next_token_probs(rows["input_ids"], 0)
+    with pytest.raises(ValueError, match=r"memory=2\.5 must be a positive number"):
+        predictor.truncated_oracle_next_token_probs(rows["input_ids"], rows["task_id"], 2.5)
+    with pytest.raises(ValueError, match="task_ids has 1 entries for 64 rows"):
+        predictor.truncated_oracle_next_token_probs(rows["input_ids"], [0], 3)
+    with pytest.raises(ValueError, match="task_ids must lie in 0..7"):
+        predictor.truncated_oracle_next_token_probs(rows["input_ids"][:1], [-1], 3)
 
 
 def test_oracle_state_estimates_match_a_direct_forward_pass():

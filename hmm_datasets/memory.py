@@ -1,0 +1,219 @@
+"""Lemma 1 of the paper, measured: a predictor with memory L approaches the full one exponentially in L.
+
+The memory-L predictor conditions at position i on tokens i-L+1..i only (their positions
+known; `BayesOptimalPredictor.truncated_next_token_probs`). Lemma 1 says its distance to
+the full Bayes-optimal predictor decays like C exp(-rate L). Two variants are measured on
+the same rows:
+
+- `mixture`: the memory-L Bayes predictor against the full Bayes-optimal predictor (the
+  window forgets both the hidden state and the evidence about the task);
+- `oracle`: the memory-L oracle against the full oracle (both told the task: only the
+  hidden state is forgotten).
+
+`lemma1` scores every position whose next token is an observation (the last position has no
+next token; delimiters are fixed by the layout), reports per L the mean total-variation
+distance (with a bootstrap 95% interval over rows), top-1 agreement of the argmaxes, top-1
+accuracy, and the share of those positions whose window already reaches the row start (there
+the two predictors are equal), then fits log TV = log C - rate L. `plot_lemma1` draws it.
+
+Shapes: B rows, L positions, V observation tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .bayes import BayesOptimalPredictor
+from .params import HMMParams
+from .scoring import next_token_scores
+
+BOOTSTRAP_RESAMPLES = 200
+FIT_FLOOR = 1e-12  # TV at or below this is exact agreement up to rounding: left out of the fit
+
+
+def check_memories(memories: Sequence[int]) -> list[int]:
+    """The memories as a list of ints; `ValueError` naming the bad value otherwise."""
+    values = list(memories)
+    if not values:
+        raise ValueError("memories is empty: give at least one memory length L >= 1, e.g. (1, 2, 4, 8).")
+    seen = set()
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"memories contains {value!r}: every memory must be an integer >= 1 (tokens).")
+        if int(value) in seen:
+            raise ValueError(f"memories contains {value!r} twice: give each memory length once.")
+        seen.add(int(value))
+    return [int(value) for value in values]
+
+
+def scored_positions(input_ids: torch.Tensor, delimiter: int) -> torch.Tensor:
+    """`[B, L-1]` bool: the positions i whose next token i + 1 is an observation."""
+    return input_ids[:, 1:] != delimiter
+
+
+def share_reaching_row_start(scored: torch.Tensor, memory: int) -> float:
+    """Share of the `scored [B, L-1]` positions i < memory, whose window of `memory` tokens is the whole prefix."""
+    return masked_mean((torch.arange(scored.shape[1]) < memory).expand_as(scored), scored)
+
+
+def total_variation(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """`[B, L-1]`: TV between the predictions `p, q [B, L, V+1]` of tokens 1..L-1."""
+    return 0.5 * (p[:, :-1].double() - q[:, :-1].double()).abs().sum(-1)
+
+
+def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> float:
+    """Mean of `values [B, P]` over the True entries of `mask [B, P]`."""
+    return float(values[mask].double().mean()) if bool(mask.any()) else float("nan")
+
+
+def bootstrap_interval(values: torch.Tensor, mask: torch.Tensor, seed: int = 0) -> tuple[float, float]:
+    """95% interval of the masked mean of `values [B, P]`, resampling rows (`BOOTSTRAP_RESAMPLES` times)."""
+    sums = torch.where(mask, values.double(), 0.0).sum(1).cpu().numpy()
+    counts = mask.sum(1).cpu().numpy()
+    picks = np.random.default_rng(seed).integers(0, len(sums), size=(BOOTSTRAP_RESAMPLES, len(sums)))
+    means = sums[picks].sum(1) / np.maximum(counts[picks].sum(1), 1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def fit_exponential_decay(memories: Sequence[int], tv: Sequence[float]) -> dict:
+    """Least squares of log TV on L over the L with TV > `FIT_FLOOR`: TV ~ C exp(-rate L).
+
+    Returns `rate`, `C`, `r2` (None where fewer than two points, or R^2 of a flat line) and
+    the `memories` fitted.
+    """
+    x = np.asarray(memories, dtype=np.float64)
+    y = np.asarray(tv, dtype=np.float64)
+    keep = np.isfinite(y) & (y > FIT_FLOOR)
+    fitted = [int(m) for m in x[keep]]
+    if keep.sum() < 2:
+        return {"rate": None, "C": None, "r2": None, "memories": fitted}
+    slope, intercept = np.polyfit(x[keep], np.log(y[keep]), 1)
+    residual = np.log(y[keep]) - (intercept + slope * x[keep])
+    spread = np.log(y[keep]) - np.log(y[keep]).mean()
+    total = float((spread**2).sum())
+    r2 = 1.0 - float((residual**2).sum()) / total if total > 0 else None
+    return {"rate": float(-slope), "C": float(np.exp(intercept)), "r2": r2, "memories": fitted}
+
+
+def compare_to_full(truncated, full, input_ids, scored) -> dict[str, float]:
+    """One memory: mean TV (and its interval), argmax agreement and accuracy of `truncated`
+    against `full` (both `[B, L, V+1]`) over the `scored [B, L-1]` positions."""
+    tv = total_variation(truncated, full)
+    scores = next_token_scores(truncated, input_ids, full)
+    low, high = bootstrap_interval(tv, scored)
+    return {
+        "tv": masked_mean(tv, scored),
+        "tv_ci_low": low,
+        "tv_ci_high": high,
+        "agreement": masked_mean(scores["agreement"], scored),
+        "accuracy": masked_mean(scores["correct"], scored),
+    }
+
+
+def decay_curve(truncate, full, input_ids, scored, memories: list[int]) -> dict:
+    """Per-memory comparisons of `truncate(L) [B, L, V+1]` with `full`, as lists over `memories`,
+    with the full predictor's accuracy and the exponential fit of the TV."""
+    rows = [compare_to_full(truncate(memory), full, input_ids, scored) for memory in memories]
+    curve = {key: [row[key] for row in rows] for key in rows[0]}
+    curve["full_accuracy"] = masked_mean(next_token_scores(full, input_ids)["correct"], scored)
+    curve["fit"] = fit_exponential_decay(memories, curve["tv"])
+    return curve
+
+
+def lemma1(params: HMMParams, input_ids, task_ids, memories: Sequence[int]) -> dict:
+    """Lemma 1 on rows `input_ids [B, L]` of tasks `task_ids [B]` (JSON-ready; module docstring).
+
+    Returns `memories`, `num_rows`, `num_positions` (scored), `share_reaching_row_start` (per
+    memory: scored positions i < L, whose window is the whole prefix), and for `mixture` and
+    `oracle`: per memory `tv`, `tv_ci_low`, `tv_ci_high`, `agreement`, `accuracy`, and once
+    `full_accuracy` and `fit` (`rate`, `C`, `r2`, `memories` fitted). Runs in float64 on the CPU.
+    """
+    memories = check_memories(memories)
+    predictor = BayesOptimalPredictor(params, device="cpu", dtype=torch.float64)
+    full = predictor.next_token_probs(input_ids)  # validates the ids
+    oracle = predictor.oracle_next_token_probs(input_ids, task_ids)  # validates the tasks
+    ids = torch.as_tensor(input_ids if torch.is_tensor(input_ids) else np.asarray(input_ids)).long().cpu()
+    scored = scored_positions(ids, predictor.delimiter)
+    return {
+        "memories": memories,
+        "num_rows": int(ids.shape[0]),
+        "num_positions": int(scored.sum()),
+        "share_reaching_row_start": [share_reaching_row_start(scored, m) for m in memories],
+        "mixture": decay_curve(
+            lambda m: predictor.truncated_next_token_probs(ids, m), full, ids, scored, memories
+        ),
+        "oracle": decay_curve(
+            lambda m: predictor.truncated_oracle_next_token_probs(ids, task_ids, m),
+            oracle,
+            ids,
+            scored,
+            memories,
+        ),
+    }
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+VARIANTS = {
+    "mixture": ("C0", "Bayes-optimal, memory L vs full"),
+    "oracle": ("C1", "oracle, memory L vs full"),
+}
+
+
+def _plot_tv(ax, memories: np.ndarray, curve: dict, color, label: str) -> float:
+    """One variant's mean TV with its interval and fitted line on a log axis; returns the smallest TV shown."""
+    tv = np.asarray(curve["tv"], dtype=float)
+    shown = tv > FIT_FLOOR  # below: equal up to rounding, and a log axis cannot show zeros
+    low, high = np.asarray(curve["tv_ci_low"]), np.asarray(curve["tv_ci_high"])
+    yerr = [(tv - low)[shown], (high - tv)[shown]]
+    ax.errorbar(memories[shown], tv[shown], yerr=yerr, fmt="o-", color=color, label=label, capsize=3)
+    fit = curve["fit"]
+    if fit["rate"] is not None:
+        grid = np.linspace(min(fit["memories"]), max(fit["memories"]), 50)
+        r2 = "" if fit["r2"] is None else f", R² {fit['r2']:.2f}"
+        ax.plot(
+            grid,
+            fit["C"] * np.exp(-fit["rate"] * grid),
+            "--",
+            color=color,
+            label=f"fit: rate {fit['rate']:.3f}/token{r2}",
+        )
+    return float(tv[shown].min(initial=np.inf))
+
+
+def plot_lemma1(result: dict, path: str | Path) -> Path:
+    """Mean TV vs L on a log axis with the fitted C exp(-rate L) lines (left), argmax agreement vs L (right)."""
+    plt = _pyplot()
+    memories = np.asarray(result["memories"])
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    smallest = np.inf
+    for name, (color, label) in VARIANTS.items():
+        smallest = min(smallest, _plot_tv(left, memories, result[name], color, label))
+        right.plot(memories, result[name]["agreement"], "o-", color=color, label=label)
+    left.set_yscale("log")
+    if np.isfinite(smallest):  # interval ends near zero would stretch the axis to the rounding floor
+        left.set_ylim(bottom=smallest / 30)
+    left.set_ylabel("mean total variation to the full predictor")
+    left.set_title("Lemma 1: distance vs memory")
+    right.set_ylabel("top-1 agreement with the full predictor")
+    right.set_title("argmax agreement vs memory")
+    for ax in (left, right):
+        ax.set_xlabel("memory L (tokens)")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
