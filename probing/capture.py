@@ -2,16 +2,19 @@
 
 Hidden-state index 0 is the embedding output (the input of layer 1) and index i the
 output of layer i, i = 1..num_hidden_layers (the last one after the final LayerNorm of a
-pre-norm model, as transformers returns it). Only the asked-for layers and positions are
-kept, on the CPU, in float16 unless asked otherwise.
+pre-norm model, as transformers returns it; `capture_last_layer_before_norm` reads it before).
+Only the asked-for layers and positions are kept, on the CPU, in float16 unless asked otherwise.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import numpy as np
 import torch
 from tqdm.auto import tqdm
-from transformers import AutoConfig, AutoModelForCausalLM
+from transformers import AutoConfig, AutoModelForCausalLM, set_seed
 
 MODEL_TYPE = "hmm_roformer"
 STORAGE_DTYPES = {"float16": torch.float16, "float32": torch.float32}
@@ -37,6 +40,16 @@ def load_hmm_roformer(
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     loaded = AutoModelForCausalLM.from_pretrained(model, trust_remote_code=trust_remote_code)
     return loaded.to(device).eval()
+
+
+def untrained_twin(model, seed: int):
+    """The same architecture freshly initialised from `seed`, on the model's device, in eval
+    mode: with the training's seed, the weights training started from (the probes' untrained
+    control)."""
+    check_hmm_roformer(model)
+    set_seed(seed)
+    twin = type(model)(model.config)
+    return twin.to(model_device(model)).eval()
 
 
 def check_hmm_roformer(model_or_config) -> None:
@@ -101,6 +114,54 @@ def capture_hidden_states(
     return torch.cat(chunks, dim=1)
 
 
+def final_norm(model):
+    """The LayerNorm after the last layer (pre-norm models), None where there is none (post-norm)."""
+    check_hmm_roformer(model)
+    return getattr(model.base_model, "norm", None)
+
+
+@contextmanager
+def _inputs_of(module: torch.nn.Module) -> Iterator[list[torch.Tensor]]:
+    """The first input of each call of `module` while the block runs."""
+    seen: list[torch.Tensor] = []
+    handle = module.register_forward_pre_hook(lambda _, args: seen.append(args[0]))
+    try:
+        yield seen
+    finally:
+        handle.remove()
+
+
+@torch.no_grad()
+def capture_last_layer_before_norm(
+    model,
+    input_ids: np.ndarray,
+    positions: np.ndarray,
+    *,
+    dtype: str = "float16",
+    batch_size: int = 64,
+    progress: bool = True,
+) -> torch.Tensor:
+    """`[1, B, P, D]` on the CPU: the last layer's output at `positions [B, P]` before the final
+    LayerNorm (the input of `final_norm`); `ValueError` for a model without one."""
+    norm = final_norm(model)
+    if norm is None:
+        raise ValueError(
+            "this model has no final LayerNorm (norm_placement='post'): its last hidden state is "
+            "already the last layer's output."
+        )
+    storage = _storage_dtype(dtype)
+    ids = torch.as_tensor(np.asarray(input_ids), dtype=torch.long)
+    where = torch.as_tensor(np.asarray(positions), dtype=torch.long)
+    device, chunks = model_device(model), []
+    batches = list(zip(ids.split(batch_size), where.split(batch_size)))
+    for chunk, chunk_positions in tqdm(batches, desc="capture: before the final norm", disable=not progress):
+        with _inputs_of(norm) as seen:
+            model.base_model(input_ids=chunk.to(device))
+        index = chunk_positions.to(device)[..., None].expand(-1, -1, seen[0].shape[-1])
+        chunks.append(_to_storage(torch.gather(seen[0], 1, index).float()[None], storage))
+    return torch.cat(chunks, dim=1)
+
+
 @torch.no_grad()
 def capture_attention_logits(
     model,
@@ -130,6 +191,31 @@ def capture_attention_logits(
             per_layer.append(torch.gather(rows, 3, gather).float().cpu())
         chunks.append(torch.stack(per_layer))
     return torch.cat(chunks, dim=1)
+
+
+@contextmanager
+def pre_rotary_queries_and_keys(model) -> Iterator[list]:
+    """Within the block, each forward pass of `model` stores in the yielded list, at index i for
+    attention layer i + 1, the pair `(queries, keys)`, each `[batch, heads, seq, head_dim]`: the
+    output of the layer's fused `qkv_proj` split into heads exactly as the attention module
+    splits it, before the rotary embedding (tensors of the last forward, on the model's device).
+    """
+    check_hmm_roformer(model)
+    captured: list = [None] * model.config.num_hidden_layers
+    handles = []
+    for index, layer in enumerate(model.base_model.layers):
+        attention = layer.self_attn
+
+        def keep(module, args, output, index=index, head_dim=attention.head_dim):
+            split = output.view(*output.shape[:-1], 3, -1, head_dim).permute(2, 0, 3, 1, 4)
+            captured[index] = (split[0], split[1])
+
+        handles.append(attention.qkv_proj.register_forward_hook(keep))
+    try:
+        yield captured
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 @torch.no_grad()

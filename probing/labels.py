@@ -115,3 +115,23 @@ def split_rows(row_tasks: np.ndarray, train_fraction: float, seed: int) -> tuple
         train.append(rows[:cut])
         test.append(rows[cut:])
     return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))
+
+
+POSITION_GROUPS = ("all", "demo1", "demo2", "later", "demos", "test")
+
+
+def position_group_mask(layout: SampleLayout) -> np.ndarray:
+    """`[G, L]` bool: which observation positions of a row belong to each of `POSITION_GROUPS`
+    (every observation; the first, the second, the later demonstrations; every
+    demonstration; the test sequence)."""
+    segment, observation = layout.segment_ids(), ~layout.delimiter_mask()
+    test = layout.num_demos
+    masks = {
+        "all": np.ones_like(observation),
+        "demo1": segment == 0,
+        "demo2": segment == 1,
+        "later": (segment >= 2) & (segment < test),
+        "demos": segment < test,
+        "test": segment == test,
+    }
+    return np.stack([masks[group] & observation for group in POSITION_GROUPS])

@@ -1,8 +1,24 @@
-"""Probes for every layer and target, as JSON records, and the paper's patterns as numbers.
+"""Probes for every layer, target and position group, as JSON records, and the paper's
+patterns as numbers with bootstrap intervals.
 
-A record is `{"target", "layer", "metric", "value", "ci_low", "ci_high"}` with `layer` the
-hidden-state index (0 = embeddings, i = output of layer i) or None for a layer-free
-reference (chance; the Bayes-optimal or oracle ceiling).
+A record is `{"target", "layer", "head", "metric", "positions", "value", "ci_low",
+"ci_high"}` with `layer` the hidden-state index (0 = embeddings, i = output of layer i) or
+None for a layer-free reference, and `positions` the position group it is scored on
+(`POSITION_GROUPS`: all observation positions, the first / second / later demonstrations,
+every demonstration, the test sequence).
+
+Metrics of a target: `accuracy` (the linear probe), `untrained_accuracy` (the same probe on
+the untrained model of the same initialisation), `token_baseline` (the majority label of the
+current token: of (task, token) for the within-task hidden state; what a probe that only
+sees the token reaches), `chance` (the majority label), the ceilings `bayes_optimal_accuracy`
+(task) and `oracle_accuracy` (hidden state), and `headroom_fraction` = (accuracy - token
+baseline) / (ceiling - token baseline): 0 for a probe that only knows the token, 1 at the
+ceiling. A pre-norm model's last layer is also probed before the final LayerNorm
+(`accuracy_before_final_norm`, at layer num_hidden_layers).
+
+Every bootstrap resamples the same probe-test rows (one seed, one row count), so draws of
+different records are paired: the intervals of differences, first-reach layers and peak
+layers below are computed draw by draw.
 """
 
 from __future__ import annotations
@@ -14,93 +30,126 @@ from tqdm.auto import tqdm
 from .probes import (
     ProbeSettings,
     bootstrap_accuracies,
-    control_labels,
     interval,
     majority_hits,
-    per_row_counts,
     probe_hits,
+    token_majority_hits,
 )
 
-SCORES = ("probe", "control", "chance", "control_chance")
+SCORES = ("accuracy", "token_baseline", "chance")
+CEILINGS = {"hidden_state": "oracle_accuracy", "task": "bayes_optimal_accuracy"}  # previous tokens: 1
+REACH_FRACTIONS = tuple(round(f, 2) for f in np.arange(0.5, 0.951, 0.05))
+BEFORE_NORM_METRIC = "accuracy_before_final_norm"
+DECIDING_POSITIONS = "demo1"  # where Figure 3(a)'s claims are decided: the task is still uncertain there
 
 
-def target_counts(
+class Draws(dict):
+    """`(target, metric, layer, positions) -> (value, bootstrap draws [num_resamples])`."""
+
+
+# ---- probing ------------------------------------------------------------------------------
+def target_hits(
     features: torch.Tensor,
     labels: np.ndarray,
     tokens: np.ndarray,
     row_groups: np.ndarray,
     split: tuple[np.ndarray, np.ndarray],
-    num_types: int,
     settings: ProbeSettings,
-    seed: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per-row correct answers and scored positions `[R, 4]` (`SCORES`) of one
-    layer `features [R, P, D]` for one target `labels [R, P]` (-1: not scored).
-
-    Rows of each group (all rows, or one task each for the within-task hidden-state probe)
-    get their own probe and control task.
-    """
+    scores: tuple[str, ...] = SCORES,
+) -> np.ndarray:
+    """`[S, R_test, P]` int8: per score (`SCORES`), 1 where a probe-test position is answered
+    right, 0 where wrong, -1 where not scored, for one layer `features [R, P, D]` and one
+    target `labels [R, P]` (-1: no label). Rows of each group (all rows, or one task each for
+    the within-task hidden state) get their own probe and baselines."""
     train_rows, test_rows = split
-    num_rows = labels.shape[0]
-    hits = {name: [] for name in SCORES}
-    scored_rows = []
+    out = np.full((len(scores), test_rows.size, labels.shape[1]), -1, dtype=np.int8)
     for group in np.unique(row_groups):
         train = train_rows[row_groups[train_rows] == group]
         test = test_rows[row_groups[test_rows] == group]
         train_mask, test_mask = labels[train] >= 0, labels[test] >= 0
-        x_train = features[train][torch.as_tensor(train_mask)]
-        x_test = features[test][torch.as_tensor(test_mask)]
         y_train, y_test = labels[train][train_mask], labels[test][test_mask]
-        types_train, types_test = tokens[train][train_mask], tokens[test][test_mask]
-        control = control_labels(types_train, y_train, num_types, seed + int(group))
-        hits["probe"].append(probe_hits(x_train, y_train, x_test, y_test, settings))
-        hits["control"].append(
-            probe_hits(x_train, control[types_train], x_test, control[types_test], settings)
+        if y_train.size == 0 or y_test.size == 0:
+            continue
+        x_train, x_test = (
+            features[train][torch.as_tensor(train_mask)],
+            features[test][torch.as_tensor(test_mask)],
         )
-        hits["chance"].append(majority_hits(y_train, y_test))
-        hits["control_chance"].append(majority_hits(control[types_train], control[types_test]))
-        scored_rows.append(np.broadcast_to(test[:, None], test_mask.shape)[test_mask])
-    rows = np.concatenate(scored_rows)
-    counts = [per_row_counts(np.concatenate(hits[name]), rows, num_rows) for name in SCORES]
-    correct = np.stack([c for c, _ in counts], axis=1)
-    total = np.stack([t for _, t in counts], axis=1)
-    return correct[test_rows], total[test_rows]
+        tokens_train, tokens_test = tokens[train][train_mask], tokens[test][test_mask]
+        slots = np.searchsorted(test_rows, test)
+        for index, score in enumerate(scores):
+            block = np.full(test_mask.shape, -1, dtype=np.int8)
+            block[test_mask] = score_hits(
+                score, (x_train, y_train, tokens_train), (x_test, y_test, tokens_test), settings
+            )
+            out[index, slots] = block
+    return out
 
 
-def accuracy_records(
-    target: str, layer: int, correct: np.ndarray, total: np.ndarray, num_resamples: int, seed: int
+def score_hits(score: str, train: tuple, test: tuple, settings: ProbeSettings) -> np.ndarray:
+    """`[N_test]` bool of one score; `train`, `test` are (features, labels, tokens)."""
+    (x_train, y_train, tokens_train), (x_test, y_test, tokens_test) = train, test
+    if score == "accuracy":
+        return probe_hits(x_train, y_train, x_test, y_test, settings)
+    if score == "token_baseline":
+        return token_majority_hits(tokens_train, y_train, tokens_test, y_test)
+    return majority_hits(y_train, y_test)
+
+
+def group_counts(hits: np.ndarray, membership: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Correct answers and scored positions `[R, S, G]` of `hits [S, R, P]` (1/0/-1) in the
+    position groups `membership [G, R, P]` (bool)."""
+    member = membership.astype(np.float64)
+    correct = np.einsum("srp,grp->rsg", (hits == 1).astype(np.float64), member)
+    total = np.einsum("srp,grp->rsg", (hits >= 0).astype(np.float64), member)
+    return correct, total
+
+
+def counts_to_records(
+    target: str,
+    layer,
+    metrics: tuple[str, ...],
+    correct: np.ndarray,
+    total: np.ndarray,
+    groups: tuple[str, ...],
+    num_resamples: int,
+    seed: int,
+    draws: Draws,
 ) -> list[dict]:
-    """accuracy, control_accuracy and selectivity records of one (target, layer).
-
-    Selectivity is the accuracy above chance minus the control accuracy above the control
-    task's chance (its majority label can be more frequent than the target's), so it is 0
-    on activations that carry neither.
-    """
-    samples = bootstrap_accuracies(correct, total, num_resamples, seed)
+    """Records of `metrics x groups` from counts `[R, S, G]`; their draws go to `draws`."""
+    rows, num_scores, num_groups = correct.shape
+    samples = bootstrap_accuracies(
+        correct.reshape(rows, -1), total.reshape(rows, -1), num_resamples, seed
+    ).reshape(-1, num_scores, num_groups)
     point = correct.sum(0) / np.maximum(total.sum(0), 1.0)
-
-    def selectivity(accuracies):
-        return (accuracies[..., 0] - accuracies[..., 2]) - (accuracies[..., 1] - accuracies[..., 3])
-
-    values = {
-        "accuracy": (point[0], samples[:, 0]),
-        "control_accuracy": (point[1], samples[:, 1]),
-        "selectivity": (selectivity(point), selectivity(samples)),
-    }
-    return [record(target, layer, metric, value, draws) for metric, (value, draws) in values.items()]
+    out = []
+    for s, metric in enumerate(metrics):
+        for g, group in enumerate(groups):
+            if total[:, s, g].sum() == 0:
+                continue
+            draws[(target, metric, layer, group)] = (float(point[s, g]), samples[:, s, g])
+            out.append(record(target, layer, metric, point[s, g], samples[:, s, g], positions=group))
+    return out
 
 
 def record(
-    target: str, layer, metric: str, value: float, draws: np.ndarray | None = None, head: int | None = None
+    target: str,
+    layer,
+    metric: str,
+    value: float | None,
+    draws: np.ndarray | None = None,
+    head: int | None = None,
+    positions: str = "all",
 ) -> dict:
     """One JSON record; `head` is set only for per-head results (the shuffle test)."""
-    low, high = interval(draws) if draws is not None else (None, None)
+    finite = draws is not None and value is not None and np.isfinite(draws).any()
+    low, high = interval(draws[np.isfinite(draws)]) if finite else (None, None)
     return {
         "target": target,
         "layer": layer,
         "head": head,
         "metric": metric,
-        "value": float(value),
+        "positions": positions,
+        "value": None if value is None else float(value),
         "ci_low": low,
         "ci_high": high,
     }
@@ -114,48 +163,76 @@ def layerwise_probes(
     row_groups: dict[str, np.ndarray],
     split: tuple[np.ndarray, np.ndarray],
     *,
-    num_types: int,
     settings: ProbeSettings,
+    membership: np.ndarray | None = None,
+    groups: tuple[str, ...] = ("all",),
     num_resamples: int = 1000,
     seed: int = 0,
+    metric: str = "accuracy",
+    draws: Draws | None = None,
     progress: bool = True,
-) -> list[dict]:
-    """Records for every (target, layer) of `features [layers, R, P, D]`; `labels[target]` is
-    `[R, P]` at the captured positions and `labels["token"]` the token types there."""
+) -> tuple[list[dict], Draws]:
+    """Records for every (target, layer, position group) of `features [layers, R, P, D]`;
+    `labels[target]` is `[R, P]` at the captured positions and `labels["token"]` the tokens
+    there; `membership [G, R, P]` says which positions belong to each of `groups` (default:
+    one group, all). The token baseline and chance come with the first layer; `metric` names
+    the probe's accuracy (`untrained_accuracy` for the untrained model, without baselines)."""
+    draws = Draws() if draws is None else draws
+    if membership is None:
+        membership = np.ones((1, *labels[targets[0]].shape), dtype=bool)
+    test_membership = membership[:, split[1]]
+    scores = SCORES if metric == "accuracy" else ("accuracy",)
     records = []
     work = [(target, index) for target in targets for index in range(len(layers))]
-    for target, index in tqdm(work, desc="probes", disable=not progress):
-        correct, total = target_counts(
+    for target, index in tqdm(work, desc=f"probes ({metric})", disable=not progress):
+        with_baselines = index == 0 and metric == "accuracy"
+        hits = target_hits(
             features[index],
             labels[target],
             labels["token"],
             row_groups[target],
             split,
-            num_types,
             settings,
-            seed,
+            scores if with_baselines else ("accuracy",),
         )
-        records += accuracy_records(target, layers[index], correct, total, num_resamples, seed)
-        if index == 0:  # the majority-label baselines do not depend on the layer
-            samples = bootstrap_accuracies(correct[:, 2:], total[:, 2:], num_resamples, seed)
-            point = correct[:, 2:].sum(0) / total[:, 2:].sum(0)
-            records.append(record(target, None, "chance", point[0], samples[:, 0]))
-            records.append(record(target, None, "control_chance", point[1], samples[:, 1]))
-    return records
+        correct, total = group_counts(hits, test_membership)
+        common = (groups, num_resamples, seed, draws)
+        records += counts_to_records(target, layers[index], (metric,), correct[:, :1], total[:, :1], *common)
+        if with_baselines:  # the baselines do not depend on the layer
+            records += counts_to_records(target, None, scores[1:], correct[:, 1:], total[:, 1:], *common)
+    return records, draws
 
 
-def reference_record(
-    target: str, metric: str, hits: np.ndarray, rows: np.ndarray, num_resamples: int, seed: int
-):
-    """A layer-free accuracy (a ceiling) from per-position hits and their rows."""
-    correct, total = per_row_counts(hits, rows, int(rows.max()) + 1)
-    keep = total > 0
-    samples = bootstrap_accuracies(correct[keep, None], total[keep, None], num_resamples, seed)[:, 0]
-    return record(target, None, metric, correct.sum() / total.sum(), samples)
+def headroom_records(draws: Draws, target: str, layers: list[int], groups: tuple[str, ...]) -> list[dict]:
+    """`headroom_fraction` per (layer, group) of a target with a ceiling (`CEILINGS`):
+    (accuracy - token baseline) / (ceiling - token baseline), draw by draw. None where the
+    ceiling is within 0.01 of the token baseline (no headroom to measure)."""
+    out = []
+    for group in groups:
+        base, ceiling = (
+            draws.get((target, "token_baseline", None, group)),
+            draws.get((target, CEILINGS[target], None, group)),
+        )
+        if base is None or ceiling is None:
+            continue
+        for layer in layers:
+            accuracy = draws.get((target, "accuracy", layer, group))
+            if accuracy is None:
+                continue
+            room = ceiling[0] - base[0]
+            value = (accuracy[0] - base[0]) / room if room > 0.01 else None
+            with np.errstate(divide="ignore", invalid="ignore"):
+                samples = (accuracy[1] - base[1]) / (ceiling[1] - base[1])
+            samples = np.where(np.isfinite(samples), samples, np.nan)
+            draws[(target, "headroom_fraction", layer, group)] = (value, samples)
+            out.append(record(target, layer, "headroom_fraction", value, samples, positions=group))
+    return out
 
 
 # ---- reading records back -------------------------------------------------------------
-def curve(records: list[dict], target: str, metric: str = "accuracy") -> dict[str, np.ndarray]:
+def curve(
+    records: list[dict], target: str, metric: str = "accuracy", positions: str = "all"
+) -> dict[str, np.ndarray]:
     """`layer`, `value`, `ci_low`, `ci_high` arrays of one target's per-layer metric."""
     rows = sorted(
         (
@@ -163,13 +240,15 @@ def curve(records: list[dict], target: str, metric: str = "accuracy") -> dict[st
             for r in records
             if r["target"] == target
             and r["metric"] == metric
+            and r.get("positions", "all") == positions
             and r["layer"] is not None
             and r["head"] is None
         ),
         key=lambda r: r["layer"],
     )
     return {
-        key: np.array([r[key] for r in rows], dtype=float) for key in ("layer", "value", "ci_low", "ci_high")
+        key: np.array([np.nan if r[key] is None else r[key] for r in rows], dtype=float)
+        for key in ("layer", "value", "ci_low", "ci_high")
     }
 
 
@@ -178,85 +257,219 @@ def probe_targets(distances) -> list[str]:
     return ["hidden_state", "task", *(f"previous_token_{d}" for d in distances)]
 
 
-CEILINGS = {"hidden_state": "oracle_accuracy", "task": "bayes_optimal_accuracy"}  # previous tokens: 1
-
-
 def table_cells(records: list[dict], targets: list[str], layer: int) -> list[str]:
-    """One table row: "accuracy [selectivity]" of each target at `layer`."""
-    return [
-        f"{find(records, t, 'accuracy', layer)['value']:.3f} [{find(records, t, 'selectivity', layer)['value']:+.2f}]"
-        for t in targets
-    ]
+    """One table row: accuracy of each target at `layer`, with the headroom fraction reached
+    (targets with a ceiling) in brackets."""
+    cells = []
+    for target in targets:
+        text = f"{find(records, target, 'accuracy', layer)['value']:.3f}"
+        fraction = find(records, target, "headroom_fraction", layer)
+        if fraction is not None and fraction["value"] is not None:
+            text += f" [{fraction['value']:.2f}]"
+        cells.append(text)
+    return cells
 
 
-def chance_and_ceiling_cells(records: list[dict], targets: list[str]) -> tuple[list[str], list[str]]:
-    """The chance row and the ceiling row (oracle filter, Bayes-optimal task posterior, 1)."""
-    chance = [f"{find(records, t, 'chance')['value']:.3f}" for t in targets]
-    ceiling = [f"{find(records, t, CEILINGS[t])['value']:.3f}" if t in CEILINGS else "1" for t in targets]
-    return chance, ceiling
+def reference_cells(records: list[dict], targets: list[str]) -> dict[str, list[str]]:
+    """The token-baseline, chance and ceiling rows (oracle filter, Bayes-optimal task posterior, 1)."""
+
+    def cell(target: str, metric: str) -> str:
+        found = find(records, target, metric)
+        return f"{found['value']:.3f}" if found is not None else ""
+
+    return {
+        "token_baseline": [cell(t, "token_baseline") for t in targets],
+        "chance": [cell(t, "chance") for t in targets],
+        "ceiling": [cell(t, CEILINGS[t]) if t in CEILINGS else "1" for t in targets],
+    }
 
 
-def find(records: list[dict], target: str, metric: str, layer=None, head=None) -> dict | None:
-    """The record of (target, metric, layer, head), None if there is none."""
+def find(
+    records: list[dict], target: str, metric: str, layer=None, head=None, positions="all"
+) -> dict | None:
+    """The record of (target, metric, layer, head, positions), None if there is none."""
     for r in records:
-        if (r["target"], r["metric"], r["layer"], r["head"]) == (target, metric, layer, head):
+        key = (r["target"], r["metric"], r["layer"], r["head"], r.get("positions", "all"))
+        if key == (target, metric, layer, head, positions):
             return r
     return None
 
 
-# ---- the paper's patterns ---------------------------------------------------------------
-def previous_token_patterns(records: list[dict], distances: list[int]) -> dict:
-    """Figure 3(b): accuracy falls with distance; each curve rises then falls; the peak
-    layer moves up with distance.
+def _value_and_interval(record: dict | None) -> dict | None:
+    return None if record is None else {key: record[key] for key in ("value", "ci_low", "ci_high")}
 
-    A curve "rises then falls" when its peak is at an inner layer and the peak's interval
-    lies above the intervals at both the first and the last layer.
+
+# ---- the paper's patterns ---------------------------------------------------------------
+def relative_depth(layers: list[int], num_layers: int) -> list[float]:
+    """l / L of hidden-state indices l (0: the embeddings), to compare models of other depths."""
+    return [layer / num_layers for layer in layers]
+
+
+def stacked(draws: Draws, target: str, metric: str, layers: list[int], group: str):
+    """`(values [layers], draws [num_resamples, layers])` of a per-layer metric, or None."""
+    found = [draws.get((target, metric, layer, group)) for layer in layers]
+    if any(f is None for f in found):
+        return None
+    values = np.array([np.nan if f[0] is None else f[0] for f in found], dtype=float)
+    return values, np.stack([f[1] for f in found], axis=1)
+
+
+def first_reach(values: np.ndarray, layers: list[int], fraction: float) -> float:
+    """The first of `layers` whose value reaches `fraction` (values [..., layers]; one past
+    the last layer where none does)."""
+    reached = np.nan_to_num(values, nan=-np.inf) >= fraction
+    never = layers[-1] + 1
+    index = np.argmax(reached, axis=-1)
+    return np.where(reached.any(-1), np.asarray(layers)[index], never)
+
+
+def reach_curve(values: np.ndarray, samples: np.ndarray, layers: list[int], num_layers: int) -> dict:
+    """The first layer at which a headroom-fraction curve reaches f, for f in REACH_FRACTIONS,
+    in layers and relative depth, with bootstrap intervals."""
+    out = {"fractions": list(REACH_FRACTIONS), "layer": [], "ci_low": [], "ci_high": []}
+    for fraction in REACH_FRACTIONS:
+        out["layer"].append(int(first_reach(values, layers, fraction)))
+        low, high = interval(first_reach(samples, layers, fraction))
+        out["ci_low"].append(low)
+        out["ci_high"].append(high)
+    out["relative_depth"] = [layer / num_layers for layer in out["layer"]]
+    return out
+
+
+def mean_reach_difference(draws: Draws, layers: list[int], group: str, num_layers: int):
+    """Mean over f of (task's first-reach layer - hidden state's) / L: point and draws, or None."""
+    curves = {t: stacked(draws, t, "headroom_fraction", layers, group) for t in ("task", "hidden_state")}
+    if any(c is None for c in curves.values()):
+        return None
+
+    def difference(task: np.ndarray, hidden: np.ndarray) -> np.ndarray:
+        gaps = [first_reach(task, layers, f) - first_reach(hidden, layers, f) for f in REACH_FRACTIONS]
+        return np.mean(gaps, axis=0) / num_layers
+
+    (task, task_draws), (hidden, hidden_draws) = curves["task"], curves["hidden_state"]
+    return float(difference(task, hidden)), difference(task_draws, hidden_draws)
+
+
+def hidden_state_and_task_patterns(
+    draws: Draws, layers: list[int], groups: tuple[str, ...], num_layers: int
+) -> dict:
+    """Figure 3(a), by position group, on headroom fractions (token identity is not counted as
+    identification): the layer at which each target first reaches a fraction f of its
+    headroom, for every f in 0.50..0.95. Decided on the first demonstration, where the task
+    is still uncertain:
+
+    - the hidden state before the task: the mean over f of (task's layer - hidden state's) / L
+      has a 95% interval above 0;
+    - the task becomes decodable in upper layers: its headroom fraction at the last layer
+      minus at layer 0 has a 95% interval above 0.
     """
-    per_distance = {}
-    for distance in distances:
-        c = curve(records, f"previous_token_{distance}")
-        peak = int(np.argmax(c["value"]))
-        rises = c["ci_low"][peak] > c["ci_high"][0]
-        falls = c["ci_low"][peak] > c["ci_high"][-1]
-        per_distance[str(distance)] = {
-            "peak_layer": int(c["layer"][peak]),
-            "peak_accuracy": float(c["value"][peak]),
-            "first_layer_accuracy": float(c["value"][0]),
-            "last_layer_accuracy": float(c["value"][-1]),
-            "rises_then_falls": bool(0 < peak < len(c["value"]) - 1 and rises and falls),
-        }
-    peaks = [per_distance[str(d)]["peak_accuracy"] for d in distances]
-    peak_layers = [per_distance[str(d)]["peak_layer"] for d in distances]
+    by_positions = {}
+    for group in groups:
+        entry = {}
+        for target in ("hidden_state", "task"):
+            found = stacked(draws, target, "headroom_fraction", layers, group)
+            if found is not None:
+                entry[target] = reach_curve(*found, layers, num_layers)
+        difference = mean_reach_difference(draws, layers, group, num_layers)
+        if difference is not None:
+            entry["mean_reach_difference"] = {"value": difference[0], "ci": list(interval(difference[1]))}
+        task = stacked(draws, "task", "headroom_fraction", layers, group)
+        if task is not None:
+            gain = task[1][:, -1] - task[1][:, 0]
+            entry["task_gain"] = {
+                "value": float(task[0][-1] - task[0][0]),
+                "ci": list(interval(gain[np.isfinite(gain)])) if np.isfinite(gain).any() else [None, None],
+                "first_layer": float(task[0][0]),
+                "last_layer": float(task[0][-1]),
+            }
+        by_positions[group] = entry
+    decide = by_positions.get(DECIDING_POSITIONS, {})
+    reach, gain = decide.get("mean_reach_difference"), decide.get("task_gain")
     return {
-        "by_distance": per_distance,
-        "accuracy_falls_with_distance": bool(all(a > b for a, b in zip(peaks, peaks[1:]))),
-        "all_rise_then_fall": bool(all(v["rises_then_falls"] for v in per_distance.values())),
-        "peak_layer_moves_up": bool(
-            all(a <= b for a, b in zip(peak_layers, peak_layers[1:])) and peak_layers[-1] > peak_layers[0]
+        "positions": DECIDING_POSITIONS,
+        "fractions": list(REACH_FRACTIONS),
+        "by_positions": by_positions,
+        "mean_reach_difference": reach["value"] if reach else None,
+        "mean_reach_difference_ci": reach["ci"] if reach else [None, None],
+        "hidden_state_before_task": bool(
+            reach is not None and reach["ci"][0] is not None and reach["ci"][0] > 0
+        ),
+        "task_first_layer_fraction": gain["first_layer"] if gain else None,
+        "task_last_layer_fraction": gain["last_layer"] if gain else None,
+        "task_gain_ci": gain["ci"] if gain else [None, None],
+        "task_rises_across_layers": bool(
+            gain is not None and gain["ci"][0] is not None and gain["ci"][0] > 0
         ),
     }
 
 
-def first_layer_reaching(records: list[dict], target: str, fraction: float) -> int:
-    """The first layer whose accuracy above chance reaches `fraction` of the best layer's."""
-    c = curve(records, target)
-    chance = find(records, target, "chance")["value"]
-    above = c["value"] - chance
-    return int(c["layer"][np.argmax(above >= fraction * above.max())])
-
-
-def hidden_state_and_task_patterns(records: list[dict], fraction: float) -> dict:
-    """Figure 3(a): the hidden state is identified at a lower layer than the task; task
-    identity rises across layers (its last layer's interval above its first layer's)."""
-    task = curve(records, "task")
-    hidden_layer = first_layer_reaching(records, "hidden_state", fraction)
-    task_layer = first_layer_reaching(records, "task", fraction)
+def peak(draws: Draws, target: str, layers: list[int], group: str) -> dict | None:
+    """Peak layer and accuracy of one curve, with bootstrap intervals."""
+    found = stacked(draws, target, "accuracy", layers, group)
+    if found is None:
+        return None
+    values, samples = found
+    layer_draws = np.asarray(layers)[np.argmax(samples, axis=1)]
     return {
-        "fraction": fraction,
-        "hidden_state_layer": hidden_layer,
-        "task_layer": task_layer,
-        "hidden_state_before_task": bool(hidden_layer < task_layer),
-        "task_first_layer_accuracy": float(task["value"][0]),
-        "task_last_layer_accuracy": float(task["value"][-1]),
-        "task_rises_across_layers": bool(task["ci_low"][-1] > task["ci_high"][0]),
+        "peak_layer": int(layers[int(np.argmax(values))]),
+        "peak_layer_ci": list(interval(layer_draws)),
+        "peak_accuracy": float(values.max()),
+        "peak_accuracy_ci": list(interval(samples.max(1))),
+        "_layer_draws": layer_draws,
+        "_accuracy_draws": samples.max(1),
+    }
+
+
+def previous_token_patterns(
+    draws: Draws, records: list[dict], distances: list[int], layers: list[int]
+) -> dict:
+    """Figure 3(b), with bootstrap intervals on peak layers (all, demonstration and test positions):
+
+    - accuracy falls with distance: each peak accuracy above the next distance's, and the
+      interval of (peak at the nearest - peak at the farthest) above 0;
+    - each curve rises then falls: its peak at an inner layer, the peak's interval above the
+      intervals at the first and the last layer;
+    - the peak layer moves up: the interval of (peak layer at the farthest - at the nearest)
+      above 0.
+
+    Each distance also reports `last_layer_before_final_norm` (accuracy and interval of the last
+    layer probed before the final LayerNorm; None for a model without one).
+    """
+    by_distance, peaks = {}, {}
+    for distance in distances:
+        target = f"previous_token_{distance}"
+        c = curve(records, target)
+        found = peak(draws, target, layers, "all")
+        at = int(np.argmax(c["value"]))
+        rises, falls = c["ci_low"][at] > c["ci_high"][0], c["ci_low"][at] > c["ci_high"][-1]
+        peaks[distance] = found
+        by_distance[str(distance)] = {
+            **{k: v for k, v in found.items() if not k.startswith("_")},
+            "first_layer_accuracy": float(c["value"][0]),
+            "last_layer_accuracy": float(c["value"][-1]),
+            "rises_then_falls": bool(0 < at < len(c["value"]) - 1 and rises and falls),
+            "last_layer_before_final_norm": _value_and_interval(
+                find(records, target, BEFORE_NORM_METRIC, layers[-1])
+            ),
+            "by_positions": {
+                group: {k: v for k, v in p.items() if not k.startswith("_")}
+                for group in ("demos", "test")
+                if (p := peak(draws, target, layers, group)) is not None
+            },
+        }
+    near, far = peaks[distances[0]], peaks[distances[-1]]
+    accuracy_drop = near["_accuracy_draws"] - far["_accuracy_draws"]
+    layer_shift = far["_layer_draws"] - near["_layer_draws"]
+    accuracies = [peaks[d]["peak_accuracy"] for d in distances]
+    return {
+        "by_distance": by_distance,
+        "accuracy_drop": near["peak_accuracy"] - far["peak_accuracy"],
+        "accuracy_drop_ci": list(interval(accuracy_drop)),
+        "accuracy_falls_with_distance": bool(
+            all(a > b for a, b in zip(accuracies, accuracies[1:])) and interval(accuracy_drop)[0] > 0
+        ),
+        "all_rise_then_fall": bool(all(v["rises_then_falls"] for v in by_distance.values())),
+        "peak_layer_shift": far["peak_layer"] - near["peak_layer"],
+        "peak_layer_shift_ci": list(interval(layer_shift)),
+        "peak_layer_moves_up": bool(interval(layer_shift)[0] > 0),
     }

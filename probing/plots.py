@@ -9,7 +9,7 @@ import numpy as np
 
 from hmm_datasets import SampleLayout
 
-from .layerwise import curve, find
+from .layerwise import BEFORE_NORM_METRIC, CEILINGS, curve, find
 
 
 def _pyplot():
@@ -27,7 +27,9 @@ def _band(ax, c: dict, label: str, color, line: str = "-") -> None:
 
 
 def plot_figure2(results: dict, path: Path) -> Path:
-    """Relative logit change per layer (mean over heads, 95% CI) and per (layer, head)."""
+    """Relative logit change per layer (mean over heads, 95% CI) with its position-only and
+    content parts where the results have them (left; top axis: relative depth l/L, shaded:
+    the upper layers of the comparison), and the total per (layer, head) (right)."""
     plt = _pyplot()
     records = [r for r in results["records"] if r["target"] == "shuffle"]
     layers = sorted({r["layer"] for r in records})
@@ -39,40 +41,83 @@ def plot_figure2(results: dict, path: Path) -> Path:
         ]
     )
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2))
-    _band(left, curve(records, "shuffle", "relative_logit_change"), "mean over heads", "C0")
+    _band(left, curve(records, "shuffle", "relative_logit_change"), "total (mean over heads)", "C0")
+    for color, metric, label in (
+        ("C1", "position_only_change", "position only (keys re-rotated)"),
+        ("C2", "content_change", "content (shuffled context)"),
+    ):
+        part = curve(records, "shuffle", metric)
+        if part["layer"].size:
+            _band(left, part, label, color, "--")
+    upper = results.get("patterns", {}).get("figure2", {}).get("upper_layers", [])
+    for layer in upper:
+        left.axvspan(layer - 0.5, layer + 0.5, color="grey", alpha=0.08, lw=0)
+    num_layers = results["model"]["num_hidden_layers"]
+    depth = left.secondary_xaxis("top", functions=(lambda x: x / num_layers, lambda d: d * num_layers))
+    depth.set_xticks(
+        [layer / num_layers for layer in layers], [f"{layer / num_layers:.2g}" for layer in layers]
+    )
+    depth.set_xlabel("relative depth l / L")
     left.set_xticks(layers)
-    left.set_xlabel("layer")
+    left.set_xlabel("layer" + (" (shaded: upper layers compared)" if upper else ""))
     left.set_ylabel("relative change of attention logits")
     left.set_title("shuffle test: test queries -> demonstration keys")
+    left.legend(fontsize=7)
     image = right.imshow(grid.T, aspect="auto", cmap="viridis", origin="lower")
     right.set_xticks(range(len(layers)), [str(layer) for layer in layers])
     right.set_xlabel("layer")
+    right.set_yticks(range(len(heads)), [str(head) for head in heads])
     right.set_ylabel("head")
-    right.set_title("per head")
+    right.set_title("total, per head")
     fig.colorbar(image, ax=right)
     return _save(fig, path, plt)
 
 
 def plot_figure3a(results: dict, path: Path) -> Path:
-    """Hidden state (within task) and task identity by layer, with control, chance and ceiling."""
+    """Hidden state (within task) and task identity by layer: accuracy with the untrained
+    model's, the token-only baseline and the ceiling (left); the fraction of the headroom
+    reached, by position group (right)."""
     plt = _pyplot()
     records = results["records"]
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    references = {"hidden_state": "oracle_accuracy", "task": "bayes_optimal_accuracy"}
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.5))
     names = {"hidden_state": "hidden state (within task)", "task": "task identity"}
     for color, target in zip(("C0", "C1"), ("hidden_state", "task")):
-        _band(ax, curve(records, target), names[target], color)
-        control = curve(records, target, "control_accuracy")
-        ax.plot(control["layer"], control["value"], ":", color=color, label=f"{names[target]}: control task")
-        ax.axhline(
-            find(records, target, references[target])["value"],
+        _band(left, curve(records, target), names[target], color)
+        untrained = curve(records, target, "untrained_accuracy")
+        if untrained["layer"].size:
+            left.plot(
+                untrained["layer"], untrained["value"], ":", color=color, label=f"{names[target]}: untrained"
+            )
+        left.axhline(
+            find(records, target, CEILINGS[target])["value"],
             color=color,
             ls="--",
             lw=1,
             label=f"{names[target]}: {'oracle' if target == 'hidden_state' else 'Bayes-optimal'}",
         )
-        ax.axhline(find(records, target, "chance")["value"], color=color, ls="-.", lw=0.8, alpha=0.6)
-    _label_probe_axes(ax, results["layers"], "Figure 3(a): linear probes for hidden state and task", 7)
+        baseline = find(records, target, "token_baseline")
+        left.axhline(
+            baseline["value"], color=color, ls="-.", lw=0.8, alpha=0.6, label=f"{names[target]}: token only"
+        )
+    _label_probe_axes(left, results["layers"], "Figure 3(a): linear probes for hidden state and task", 7)
+    for color, group in zip(("C2", "C3", "C4", "C5"), ("demo1", "demo2", "later", "test")):
+        for target, line in (("hidden_state", "-"), ("task", "--")):
+            c = curve(records, target, "headroom_fraction", positions=group)
+            if c["layer"].size:
+                right.plot(
+                    c["layer"],
+                    c["value"],
+                    line,
+                    color=color,
+                    marker="o",
+                    ms=3,
+                    label=f"{names[target]}, {group}",
+                )
+    right.axhline(0, color="grey", lw=0.6)
+    right.axhline(1, color="grey", lw=0.6)
+    right.set_ylim(-0.2, 1.1)
+    _label_probe_axes(right, results["layers"], "fraction of headroom above token only, by position", 6)
+    right.set_ylabel("(accuracy − token only) / (ceiling − token only)")
     return _save(fig, path, plt)
 
 
@@ -80,10 +125,16 @@ def plot_figure3b(results: dict, path: Path) -> Path:
     """Previous-token probes at each distance by layer (95% CI)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
+    before_norm = False
     for index, distance in enumerate(results["settings"]["distances"]):
-        _band(
-            ax, curve(results["records"], f"previous_token_{distance}"), f"token {distance} back", f"C{index}"
-        )
+        target = f"previous_token_{distance}"
+        _band(ax, curve(results["records"], target), f"token {distance} back", f"C{index}")
+        point = curve(results["records"], target, BEFORE_NORM_METRIC)
+        if len(point["layer"]):
+            ax.plot(point["layer"], point["value"], "x", color=f"C{index}", ms=8, mew=2)
+            before_norm = True
+    if before_norm:
+        ax.plot([], [], "x", color="grey", label="last layer before the final norm")
     _label_probe_axes(ax, results["layers"], "Figure 3(b): linear probes for previous tokens", 8)
     return _save(fig, path, plt)
 

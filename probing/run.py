@@ -24,12 +24,16 @@ from hmm_datasets.corpus import Corpus, check_model_fits_corpus
 from .capture import (
     attention_weights,
     capture_hidden_states,
+    capture_last_layer_before_norm,
     check_hmm_roformer,
+    final_norm,
     model_device,
     resolve_layers,
 )
 from .labels import (
+    POSITION_GROUPS,
     check_distance,
+    position_group_mask,
     position_labels,
     probe_tasks,
     sample_positions,
@@ -37,18 +41,22 @@ from .labels import (
     split_rows,
 )
 from .layerwise import (
-    chance_and_ceiling_cells,
+    BEFORE_NORM_METRIC,
+    CEILINGS,
+    counts_to_records,
     find,
+    group_counts,
+    headroom_records,
     hidden_state_and_task_patterns,
     layerwise_probes,
     previous_token_patterns,
     probe_targets,
-    record,
-    reference_record,
+    reference_cells,
+    relative_depth,
     table_cells,
 )
-from .probes import ProbeSettings, bootstrap_accuracies, interval
-from .shuffle import shuffle_test
+from .probes import ProbeSettings
+from .shuffle import PART_METRICS, WEIGHTED_TV_METRIC, shuffle_patterns, shuffle_records, shuffle_test
 
 
 @dataclass
@@ -64,8 +72,7 @@ class ProbeConfig:
     l2: float = 1e-3
     max_iter: int = 100
     num_resamples: int = 1000
-    reach_fraction: float = 0.9
-    shuffle_rows: int = 256
+    shuffle_rows: int | None = None  # None: min(256, the corpus's test rows)
     attention_rows: tuple[int, ...] = (0,)
     dtype: str = "float16"
     batch_size: int = 64
@@ -81,7 +88,6 @@ class ProbeConfig:
             "rows_per_task",
             "max_iter",
             "num_resamples",
-            "shuffle_rows",
             "batch_size",
         ):
             value = getattr(self, name)
@@ -95,8 +101,12 @@ class ProbeConfig:
             raise ValueError(
                 f"probe_train_fraction={self.probe_train_fraction} must lie strictly between 0 and 1."
             )
-        if not 0 < self.reach_fraction <= 1:
-            raise ValueError(f"reach_fraction={self.reach_fraction} must lie in (0, 1].")
+        if self.shuffle_rows is not None and (
+            not isinstance(self.shuffle_rows, int) or self.shuffle_rows < 1
+        ):
+            raise ValueError(
+                f"shuffle_rows={self.shuffle_rows!r} must be a positive integer (or None: up to 256)."
+            )
         if self.l2 < 0:
             raise ValueError(f"l2={self.l2} must be >= 0.")
         if not self.distances:
@@ -115,8 +125,14 @@ class ProbeResult:
     layout: SampleLayout
 
 
-def run_probing(model, corpus: Corpus, config: ProbeConfig, *, progress: bool = True) -> ProbeResult:
-    """Figures 2, 3(a), 3(b) and 7 of the paper for `model` on `corpus` (module docstring)."""
+def run_probing(
+    model, corpus: Corpus, config: ProbeConfig, *, untrained_model=None, progress: bool = True
+) -> ProbeResult:
+    """Figures 2, 3(a), 3(b) and 7 of the paper for `model` on `corpus` (module docstring).
+
+    With `untrained_model` (the same architecture at its initialisation), the same probes on
+    its activations are reported too (`untrained_accuracy`): what the architecture alone gives.
+    """
     check_hmm_roformer(model)
     check_model_fits_corpus(model.config, corpus.config)
     layout = corpus.layout
@@ -124,7 +140,8 @@ def run_probing(model, corpus: Corpus, config: ProbeConfig, *, progress: bool = 
         check_distance(distance, layout)
     layers = resolve_layers(model, config.layers)
     test_split = corpus.splits["test"]
-    _check_rows(config, len(test_split))
+    shuffle_rows = config.shuffle_rows or min(256, len(test_split))
+    _check_rows(config, shuffle_rows, len(test_split))
     device = str(model_device(model))
     timings, started = {}, time.perf_counter()
 
@@ -134,15 +151,26 @@ def run_probing(model, corpus: Corpus, config: ProbeConfig, *, progress: bool = 
     positions = sample_positions(layout, len(rows["task_id"]), config.positions_per_row, config.seed)
     at_positions = {name: np.take_along_axis(np.asarray(v), positions, axis=1) for name, v in labels.items()}
     split = split_rows(rows["task_id"], config.probe_train_fraction, config.seed)
-    features = capture_hidden_states(
-        model,
-        rows["input_ids"],
-        positions,
-        layers=layers,
-        dtype=config.dtype,
-        batch_size=config.batch_size,
-        progress=progress,
+    membership = np.take_along_axis(
+        np.broadcast_to(
+            position_group_mask(layout)[:, None], (len(POSITION_GROUPS), *np.shape(rows["input_ids"]))
+        ),
+        np.broadcast_to(positions, (len(POSITION_GROUPS), *positions.shape)),
+        axis=2,
     )
+
+    def capture(of_model):
+        return capture_hidden_states(
+            of_model,
+            rows["input_ids"],
+            positions,
+            layers=layers,
+            dtype=config.dtype,
+            batch_size=config.batch_size,
+            progress=progress,
+        )
+
+    features = capture(model)
     timings["capture"] = time.perf_counter() - started
 
     started = time.perf_counter()
@@ -151,24 +179,45 @@ def run_probing(model, corpus: Corpus, config: ProbeConfig, *, progress: bool = 
     groups = {target: np.zeros_like(row_task) for target in targets}
     groups["hidden_state"] = row_task  # one probe per task: states of different HMMs share nothing
     settings = ProbeSettings(config.l2, config.max_iter, device)
-    records = layerwise_probes(
-        features,
-        layers,
-        at_positions,
-        targets,
-        groups,
-        split,
-        num_types=corpus.config.vocab_size + 1,
-        settings=settings,
-        num_resamples=config.num_resamples,
-        seed=config.seed,
-        progress=progress,
+    common = {
+        "settings": settings,
+        "membership": membership,
+        "groups": POSITION_GROUPS,
+        "num_resamples": config.num_resamples,
+        "seed": config.seed,
+        "progress": progress,
+    }
+    records, draws = layerwise_probes(features, layers, at_positions, targets, groups, split, **common)
+    records += ceiling_records(
+        corpus, rows, positions, at_positions, tasks, split[1], membership, config, draws
     )
-    records += ceiling_records(corpus, rows, positions, at_positions, tasks, split[1], config)
+    for target in CEILINGS:
+        records += headroom_records(draws, target, layers, POSITION_GROUPS)
+    last = model.config.num_hidden_layers
+    if final_norm(model) is not None and last in layers:  # the last layer as it leaves the residual stream
+        before_norm = capture_last_layer_before_norm(
+            model,
+            rows["input_ids"],
+            positions,
+            dtype=config.dtype,
+            batch_size=config.batch_size,
+            progress=progress,
+        )
+        records += layerwise_probes(
+            before_norm, [last], at_positions, targets, groups, split, metric=BEFORE_NORM_METRIC, **common
+        )[0]
     timings["probes"] = time.perf_counter() - started
+    if untrained_model is not None:
+        started = time.perf_counter()
+        check_model_fits_corpus(untrained_model.config, corpus.config)
+        untrained = capture(untrained_model)
+        records += layerwise_probes(
+            untrained, layers, at_positions, targets, groups, split, metric="untrained_accuracy", **common
+        )[0]
+        timings["untrained_probes"] = time.perf_counter() - started
 
     started = time.perf_counter()
-    test_ids = np.stack(test_split.select(range(config.shuffle_rows)).with_format("numpy")["input_ids"])
+    test_ids = np.stack(test_split.select(range(shuffle_rows)).with_format("numpy")["input_ids"])
     changes = shuffle_test(
         model,
         test_ids,
@@ -195,36 +244,40 @@ def run_probing(model, corpus: Corpus, config: ProbeConfig, *, progress: bool = 
         "device": device,
         "settings": config.to_dict(),
         "layers": layers,
+        "relative_depth": relative_depth(layers, model.config.num_hidden_layers),
         "probe_tasks": tasks.tolist(),
         "num_probe_rows": {"train": int(split[0].size), "test": int(split[1].size)},
         "num_shuffle_rows": int(test_ids.shape[0]),
         "records": records,
         "patterns": {
             "figure2": shuffle_patterns(changes, config.num_resamples, config.seed),
-            "figure3a": hidden_state_and_task_patterns(records, config.reach_fraction),
-            "figure3b": previous_token_patterns(records, list(config.distances)),
+            "figure3a": hidden_state_and_task_patterns(
+                draws, layers, POSITION_GROUPS, model.config.num_hidden_layers
+            ),
+            "figure3b": previous_token_patterns(draws, records, list(config.distances), layers),
         },
         "timings_s": timings,
     }
     return ProbeResult(results, attention, layout)
 
 
-def _check_rows(config: ProbeConfig, num_test_rows: int) -> None:
-    if config.shuffle_rows > num_test_rows:
+def _check_rows(config: ProbeConfig, shuffle_rows: int, num_test_rows: int) -> None:
+    if shuffle_rows > num_test_rows:
         raise ValueError(
-            f"shuffle_rows={config.shuffle_rows} but the corpus's test split has {num_test_rows} rows: "
-            f"use shuffle_rows <= {num_test_rows}."
+            f"shuffle_rows={shuffle_rows} but the corpus's test split has {num_test_rows} rows: "
+            f"use shuffle_rows <= {num_test_rows} (or leave it out: up to 256)."
         )
-    bad = [row for row in config.attention_rows if not 0 <= row < config.shuffle_rows]
+    bad = [row for row in config.attention_rows if not 0 <= row < shuffle_rows]
     if bad:
-        raise ValueError(
-            f"attention_rows {bad} must index the first shuffle_rows={config.shuffle_rows} test rows."
-        )
+        raise ValueError(f"attention_rows {bad} must index the first shuffle_rows={shuffle_rows} test rows.")
 
 
-def ceiling_records(corpus, rows, positions, at_positions, tasks, test_rows, config) -> list[dict]:
-    """What the best decoder could reach on the probe-test positions: the Bayes-optimal task
-    posterior (argmax over the probed tasks) and the oracle's filtered hidden state."""
+def ceiling_records(
+    corpus, rows, positions, at_positions, tasks, test_rows, membership, config, draws
+) -> list[dict]:
+    """What the best decoder could reach on the probe-test positions, per position group: the
+    Bayes-optimal task posterior (argmax over the probed tasks) and the oracle's filtered
+    hidden state. Bootstrapped on the probes' row resamples (their draws go to `draws`)."""
     ids, row_task = np.asarray(rows["input_ids"])[test_rows], np.asarray(rows["task_id"])[test_rows]
     where = positions[test_rows]
     bayes = hmm_datasets.BayesOptimalPredictor(corpus.params)
@@ -235,60 +288,22 @@ def ceiling_records(corpus, rows, positions, at_positions, tasks, test_rows, con
     task_guess = np.take_along_axis(np.concatenate(guesses), where, axis=1)
     state_guess = np.take_along_axis(oracle_state_estimates(corpus.params, ids, row_task), where, axis=1)
     out = []
-    for target, metric, guess in (
-        ("task", "bayes_optimal_accuracy", task_guess),
-        ("hidden_state", "oracle_accuracy", state_guess),
-    ):
+    for target, guess in (("task", task_guess), ("hidden_state", state_guess)):
         truth = at_positions[target][test_rows]
-        scored = truth >= 0
-        row_of = np.broadcast_to(np.arange(truth.shape[0])[:, None], truth.shape)[scored]
-        hits = guess[scored] == truth[scored]
-        out.append(reference_record(target, metric, hits, row_of, config.num_resamples, config.seed))
+        hits = np.where(truth >= 0, (guess == truth).astype(np.int8), np.int8(-1))[None]
+        correct, total = group_counts(hits, membership[:, test_rows])
+        out += counts_to_records(
+            target,
+            None,
+            (CEILINGS[target],),
+            correct,
+            total,
+            POSITION_GROUPS,
+            config.num_resamples,
+            config.seed,
+            draws,
+        )
     return out
-
-
-def shuffle_records(changes: np.ndarray, num_resamples: int, seed: int) -> list[dict]:
-    """Per layer (mean over heads) and per (layer, head): mean relative change over rows with
-    a bootstrap interval. Layers are numbered 1..num_hidden_layers (the attention of layer i)."""
-    num_rows, num_layers, num_heads = changes.shape
-    # One bootstrap for every column: [rows, layers * (1 + heads)], layer means first.
-    columns = np.concatenate([changes.mean(-1), changes.reshape(num_rows, -1)], axis=1)
-    draws = bootstrap_means(columns, num_resamples, seed)
-    means = columns.mean(0)
-    out = []
-    for layer in range(num_layers):
-        out.append(record("shuffle", layer + 1, "relative_logit_change", means[layer], draws[:, layer]))
-        for head in range(num_heads):
-            column = num_layers + layer * num_heads + head
-            out.append(
-                record(
-                    "shuffle", layer + 1, "relative_logit_change", means[column], draws[:, column], head=head
-                )
-            )
-    return out
-
-
-def bootstrap_means(values: np.ndarray, num_resamples: int, seed: int) -> np.ndarray:
-    """`[num_resamples, M]`: column means of `values [rows, M]` on row resamples."""
-    return bootstrap_accuracies(values, np.ones_like(values), num_resamples, seed)
-
-
-def shuffle_patterns(changes: np.ndarray, num_resamples: int, seed: int) -> dict:
-    """Figure 2: do the upper half of the layers change less than the lower half?"""
-    per_layer = changes.mean(-1)  # [rows, layers]
-    half = per_layer.shape[1] // 2
-    difference = per_layer[:, half:].mean(1) - per_layer[:, :half].mean(1)
-    low, high = interval(bootstrap_means(difference[:, None], num_resamples, seed)[:, 0])
-    mean = per_layer.mean(0)
-    return {
-        "lower_layers": list(range(1, half + 1)),
-        "upper_layers": list(range(half + 1, per_layer.shape[1] + 1)),
-        "upper_minus_lower": float(difference.mean()),
-        "upper_minus_lower_ci": [low, high],
-        "upper_layers_change_less": bool(high < 0),
-        "layer_of_largest_change": int(np.argmax(mean)) + 1,
-        "layer_of_smallest_change": int(np.argmin(mean)) + 1,
-    }
 
 
 def summarize_probe_results(results: dict) -> dict:
@@ -298,21 +313,32 @@ def summarize_probe_results(results: dict) -> dict:
     distances = results["settings"]["distances"]
     targets = probe_targets(distances)
     columns = ["hidden state (within task)", "task", *(f"token {d} back" for d in distances)]
-    chance, ceiling = chance_and_ceiling_cells(records, targets)
+    references = reference_cells(records, targets)
     return {
         "num_probe_rows": results["num_probe_rows"]["test"],
         "num_probe_tasks": len(results["probe_tasks"]),
+        "num_hidden_layers": results["model"]["num_hidden_layers"],
         "columns": columns,
         "layers": [
             {"layer": layer, "cells": table_cells(records, targets, layer)} for layer in results["layers"]
         ],
-        "chance": chance,
-        "ceiling": ceiling,
+        **references,
+        "headroom": headroom_table(results),
         "shuffle": [
             {key: record[key] for key in ("layer", "value", "ci_low", "ci_high")}
             for record in records
-            if record["target"] == "shuffle" and record["head"] is None
+            if record["target"] == "shuffle"
+            and record["head"] is None
+            and record["metric"] == PART_METRICS["total"]
         ],
+        "shuffle_parts": {
+            metric: [
+                {key: record[key] for key in ("layer", "value", "ci_low", "ci_high")}
+                for record in records
+                if record["target"] == "shuffle" and record["head"] is None and record["metric"] == metric
+            ]
+            for metric in (*list(PART_METRICS.values())[1:], WEIGHTED_TV_METRIC)
+        },
         "task_bayes_accuracy": find(records, "task", "bayes_optimal_accuracy")["value"],
         "hidden_state_oracle_accuracy": find(records, "hidden_state", "oracle_accuracy")["value"],
         "patterns": results["patterns"],
@@ -327,16 +353,22 @@ def format_summary(results: dict) -> str:
     names = ["state", "task", *(f"prev {d}" for d in distances)]
     lines = [
         f"Probe accuracy on probe-test positions ({results['num_probe_rows']['test']} rows); in brackets the "
-        "selectivity: accuracy above chance minus the control task's",
+        "fraction of the headroom above the token-only baseline reached (1: the ceiling)",
         f"{'layer':>6}  " + "  ".join(f"{name:>15}" for name in names),
     ]
     for layer in results["layers"]:
         cells = table_cells(records, targets, layer)
         lines.append(f"{layer:>6}  " + "  ".join(f"{cell:>15}" for cell in cells))
-    chance, ceiling = chance_and_ceiling_cells(records, targets)
-    lines.append(f"{'chance':>6}  " + "  ".join(f"{cell:>15}" for cell in chance))
-    lines.append(f"{'best':>6}  " + "  ".join(f"{cell:>15}" for cell in ceiling))
-    lines.append("(best: oracle filter for the hidden state, Bayes-optimal task posterior for the task)")
+    references = reference_cells(records, targets)
+    for label, key in (("token", "token_baseline"), ("chance", "chance"), ("best", "ceiling")):
+        lines.append(f"{label:>6}  " + "  ".join(f"{cell:>15}" for cell in references[key]))
+    lines.append(
+        "(token: majority label of the current token, within task for the hidden state; best: oracle filter "
+        "for the hidden state, Bayes-optimal task posterior for the task)"
+    )
+    lines += ["", "First layer reaching half / 90% of the headroom, by position (95% CI):"]
+    for row in headroom_table(results):
+        lines.append(f"  {row['positions']:>6}: " + "; ".join(row["cells"]))
 
     shuffle = [
         find(records, "shuffle", "relative_logit_change", layer) for layer in _attention_layers(results)
@@ -349,6 +381,14 @@ def format_summary(results: dict) -> str:
             f"L{r['layer']}: {r['value']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]" for r in shuffle
         ),
     ]
+    for label, metric in (
+        ("position only (keys re-rotated, content fixed)", PART_METRICS["position_only"]),
+        ("content (queries and keys from the shuffled context)", PART_METRICS["content"]),
+        ("attention TV over demonstrations (demo-mass weighted)", WEIGHTED_TV_METRIC),
+    ):
+        parts = [find(records, "shuffle", metric, layer) for layer in _attention_layers(results)]
+        if all(parts):  # absent from results written before the decomposition
+            lines.append(f"  {label}: " + "  ".join(f"L{r['layer']}: {r['value']:.3f}" for r in parts))
     figure2, figure3a, figure3b = (results["patterns"][key] for key in ("figure2", "figure3a", "figure3b"))
     peaks = ", ".join(
         f"k={d}: layer {v['peak_layer']} ({v['peak_accuracy']:.3f}{', rises then falls' if v['rises_then_falls'] else ''})"
@@ -360,21 +400,62 @@ def format_summary(results: dict) -> str:
         f"  Fig 2  upper layers {figure2['upper_layers']} change less than lower {figure2['lower_layers']}: "
         f"{_yes(figure2['upper_layers_change_less'])} (difference {figure2['upper_minus_lower']:+.3f}, "
         f"95% CI [{figure2['upper_minus_lower_ci'][0]:+.3f}, {figure2['upper_minus_lower_ci'][1]:+.3f}])",
-        f"  Fig 3a hidden state reaches {figure3a['fraction']:.0%} of its best above chance at layer "
-        f"{figure3a['hidden_state_layer']}, the task at layer {figure3a['task_layer']}: hidden state first: "
-        f"{_yes(figure3a['hidden_state_before_task'])}; task rises across layers "
-        f"({figure3a['task_first_layer_accuracy']:.3f} -> {figure3a['task_last_layer_accuracy']:.3f}): "
-        f"{_yes(figure3a['task_rises_across_layers'])}",
+        f"  Fig 3a on {figure3a['positions']} positions: hidden state before task: "
+        f"{_yes(figure3a['hidden_state_before_task'])} (task's first-reach layer minus the hidden state's, "
+        f"mean over f = 0.50..0.95, / L: {_number(figure3a['mean_reach_difference'])}, 95% CI "
+        f"{_pair(figure3a['mean_reach_difference_ci'])}); task rises across layers: "
+        f"{_yes(figure3a['task_rises_across_layers'])} (headroom fraction {_number(figure3a['task_first_layer_fraction'])} "
+        f"-> {_number(figure3a['task_last_layer_fraction'])})",
         f"  Fig 3b accuracy falls with distance: {_yes(figure3b['accuracy_falls_with_distance'])}; every curve rises "
         f"then falls: {_yes(figure3b['all_rise_then_fall'])}; peak layer moves up: "
-        f"{_yes(figure3b['peak_layer_moves_up'])}",
+        f"{_yes(figure3b['peak_layer_moves_up'])} (shift {figure3b['peak_layer_shift']:+d} layers, 95% CI "
+        f"{_pair(figure3b['peak_layer_shift_ci'], '+.1f')})",
         f"         peaks: {peaks}",
     ]
+    before_norm = [
+        f"k={d}: {v['last_layer_before_final_norm']['value']:.3f}"
+        for d, v in figure3b["by_distance"].items()
+        if v.get("last_layer_before_final_norm")
+    ]
+    if before_norm:
+        lines.append(f"         last layer before the final norm: {', '.join(before_norm)}")
     return "\n".join(lines)
 
 
 def _attention_layers(results: dict) -> list[int]:
     return list(range(1, results["model"]["num_hidden_layers"] + 1))
+
+
+def headroom_table(results: dict) -> list[dict]:
+    """Per position group: the first layer at which the hidden state and the task reach half and
+    90% of their headroom, with bootstrap intervals (`figure3a.by_positions`)."""
+    rows, never = [], max(results["layers"]) + 1
+
+    def layer(value, prefix: str = "") -> str:
+        return "never" if value >= never else f"{prefix}{value:.0f}"
+
+    for group, entry in results["patterns"]["figure3a"]["by_positions"].items():
+        cells = []
+        for target, name in (("hidden_state", "hidden state"), ("task", "task")):
+            if target not in entry:
+                continue
+            reach = entry[target]
+            for fraction in (0.5, 0.9):
+                i = reach["fractions"].index(fraction)
+                cells.append(
+                    f"{name} {fraction:.0%}: {layer(reach['layer'][i], 'layer ')} "
+                    f"[{layer(reach['ci_low'][i])}, {layer(reach['ci_high'][i])}]"
+                )
+        rows.append({"positions": group, "cells": cells})
+    return rows
+
+
+def _number(value, spec: str = ".3f") -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
+def _pair(values, spec: str = "+.3f") -> str:
+    return f"[{_number(values[0], spec)}, {_number(values[1], spec)}]"
 
 
 def _yes(flag: bool) -> str:

@@ -6,7 +6,9 @@
 --model: a checkpoint folder or a Hub model id; --data: a corpus preset name, an exported
 corpus folder or a Hub dataset id (default: the corpus the checkpoint was trained on, from
 its hmm_mixture_config.json). Writes probe_results.json and the figures (default: into
-<model>/probes) and prints the tables and the paper's patterns as measured.
+<model>/probes) and prints the tables and the paper's patterns as measured. The same probes
+run on the untrained model of the checkpoint's own initialisation (its training seed) as a
+control; --no-control skips it.
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
+
 import modeling_hmmroformer  # noqa: F401  (registers the Auto classes)
 from hmm_datasets.corpus import checkpoint_corpus, open_corpus
 from probing import load_hmm_roformer
+from probing.capture import untrained_twin
 from probing.plots import write_probe_results
 from probing.run import ProbeConfig, format_summary, run_probing
 
@@ -28,6 +33,14 @@ def integers(text: str) -> tuple[int, ...]:
         return tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError as error:
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from error
+
+
+def training_seed(model: str) -> int:
+    """The seed a checkpoint was trained with (its training_config.yaml), else the Trainer's default 42."""
+    path = Path(model) / "training_config.yaml"
+    if not path.is_file():
+        return 42
+    return int((yaml.safe_load(path.read_text()).get("training") or {}).get("seed", 42))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,6 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", choices=("float16", "float32"), default=defaults.dtype)
     parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
     parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument(
+        "--control-seed",
+        type=int,
+        help="initialisation seed of the untrained control (default: the checkpoint's training seed)",
+    )
+    parser.add_argument("--no-control", action="store_true", help="skip the untrained-model control")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)
     local = Path(args.model).is_absolute() or args.model.startswith(".") or args.model.count("/") > 1
@@ -81,7 +100,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         model = load_hmm_roformer(args.model)
         corpus = open_corpus(args.data or checkpoint_corpus(args.model))
-        result = run_probing(model, corpus, config, progress=not args.quiet)
+        control = None
+        if not args.no_control:
+            seed = args.control_seed if args.control_seed is not None else training_seed(args.model)
+            control = untrained_twin(model, seed)
+        result = run_probing(model, corpus, config, untrained_model=control, progress=not args.quiet)
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

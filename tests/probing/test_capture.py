@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from probing import capture_hidden_states, load_hmm_roformer, sample_positions
+from probing.capture import capture_last_layer_before_norm
 
 
 def test_captured_states_are_the_models_states_at_the_chosen_positions(tiny_model, layout):
@@ -24,6 +25,19 @@ def test_captured_states_are_the_models_states_at_the_chosen_positions(tiny_mode
     for index, layer in enumerate([0, 2]):
         expected = torch.stack([states[layer][row, positions[row]] for row in range(5)])
         torch.testing.assert_close(captured[index].float(), expected, atol=2e-3, rtol=2e-3)
+
+
+def test_the_last_layer_before_the_final_norm_is_what_the_norm_reads(tiny_model, layout):
+    model = tiny_model(norm_placement="pre")
+    ids = np.random.default_rng(3).integers(0, 6, size=(3, layout.sequence_length))
+    positions = sample_positions(layout, 3, 5, seed=1)
+    before = capture_last_layer_before_norm(model, ids, positions, dtype="float32", progress=False)
+    after = capture_hidden_states(model, ids, positions, layers=[2], dtype="float32", progress=False)
+    assert before.shape == after.shape == (1, 3, 5, 32)
+    torch.testing.assert_close(model.base_model.norm(before), after, atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(before, after, atol=1e-2)  # the norm changes the states
+    with pytest.raises(ValueError, match="no final LayerNorm"):
+        capture_last_layer_before_norm(tiny_model(norm_placement="post"), ids, positions, progress=False)
 
 
 def test_a_model_that_is_not_an_hmm_roformer_is_refused(tmp_path):

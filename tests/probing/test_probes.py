@@ -1,48 +1,104 @@
-"""Linear probes that tell a linear signal from noise, with a control task at chance on noise."""
+"""Linear probes that tell a linear signal from noise; baselines and headroom fractions that
+count token identity as nothing and the ceiling as everything."""
 
 import numpy as np
 import pytest
 import torch
 
-from probing.layerwise import find, layerwise_probes
-from probing.probes import ProbeSettings
+from probing.layerwise import (
+    Draws,
+    counts_to_records,
+    find,
+    first_reach,
+    group_counts,
+    headroom_records,
+    layerwise_probes,
+)
+from probing.probes import ProbeSettings, token_majority_hits
+
+ROWS, POSITIONS, TOKENS, CLASSES = 80, 20, 8, 5
+SPLIT = (np.arange(0, ROWS, 2), np.arange(1, ROWS, 2))
 
 
-def synthetic(signal: bool, rows: int = 80, positions: int = 20, dim: int = 16, classes: int = 5):
+def synthetic(features_of: str):
+    """Labels that the token tells in part (token t has label t mod 5 with probability 0.6),
+    and features that carry the label (`label`), only the token (`token`) or nothing (`noise`)."""
     rng = np.random.default_rng(0)
-    labels = rng.integers(0, classes, size=(rows, positions))
-    tokens = rng.integers(0, 8, size=(rows, positions))
-    if signal:
-        directions = rng.normal(size=(classes, dim))
-        features = directions[labels] + 0.1 * rng.normal(size=(rows, positions, dim))
-    else:
-        features = rng.normal(size=(rows, positions, dim))
-    split = (np.arange(0, rows, 2), np.arange(1, rows, 2))
-    return torch.as_tensor(features, dtype=torch.float32)[None], {"target": labels, "token": tokens}, split
+    tokens = rng.integers(0, TOKENS, size=(ROWS, POSITIONS))
+    labels = np.where(
+        rng.random(tokens.shape) < 0.6, tokens % CLASSES, rng.integers(0, CLASSES, tokens.shape)
+    )
+    codes = {
+        "label": np.eye(CLASSES)[labels],
+        "token": np.eye(TOKENS)[tokens],
+        "noise": rng.normal(size=(ROWS, POSITIONS, 16)),
+    }[features_of]
+    features = codes + 0.01 * rng.normal(size=codes.shape)
+    return torch.as_tensor(features, dtype=torch.float32)[None], {"target": labels, "token": tokens}
 
 
-@pytest.mark.parametrize("signal", [True, False])
-def test_probe_decodes_a_linear_label_and_not_noise_and_control_selectivity_is_chance(signal):
-    features, labels, split = synthetic(signal)
-    records = layerwise_probes(
+def probe(features, labels, draws=None):
+    return layerwise_probes(
         features,
         [0],
         labels,
         ["target"],
-        {"target": np.zeros(80, dtype=np.int64)},
-        split,
-        num_types=8,
+        {"target": np.zeros(ROWS, dtype=np.int64)},
+        SPLIT,
         settings=ProbeSettings(),
         num_resamples=200,
+        draws=draws,
         progress=False,
     )
+
+
+@pytest.mark.parametrize("features_of", ["label", "noise"])
+def test_probe_decodes_a_linear_label_and_not_noise(features_of):
+    records, _ = probe(*synthetic(features_of))
     accuracy = find(records, "target", "accuracy", 0)
     chance = find(records, "target", "chance")["value"]
-    if signal:
+    if features_of == "label":
         assert accuracy["value"] > 0.98
         assert accuracy["ci_low"] <= accuracy["value"] <= accuracy["ci_high"]
     else:
         assert accuracy["value"] < chance + 0.08
-        assert abs(find(records, "target", "selectivity", 0)["value"]) < 0.08
-        control_chance = find(records, "target", "control_chance")["value"]
-        assert find(records, "target", "control_accuracy", 0)["value"] < control_chance + 0.08
+
+
+def test_token_majority_answers_each_tokens_most_frequent_label():
+    tokens, labels = np.array([0, 0, 0, 1, 1, 2]), np.array([3, 3, 4, 5, 5, 6])
+    hits = token_majority_hits(tokens, labels, np.array([0, 1, 2, 9]), np.array([3, 5, 6, 3]))
+    assert hits.tolist() == [
+        True,
+        True,
+        True,
+        True,
+    ]  # token 9 unseen: the overall majority (3, first of the tied)
+    assert token_majority_hits(tokens, labels, np.array([0]), np.array([4])).tolist() == [False]
+
+
+@pytest.mark.parametrize(("features_of", "expected"), [("token", 0.0), ("label", 1.0)])
+def test_headroom_fraction_is_zero_for_token_identity_and_one_at_the_ceiling(features_of, expected):
+    """The ceiling here is perfect knowledge of the label (accuracy 1 on every test position)."""
+    features, labels = synthetic(features_of)
+    draws = Draws()
+    probe(features, labels, draws)
+    test_labels = labels["target"][SPLIT[1]]
+    perfect = np.where(test_labels >= 0, 1, -1).astype(np.int8)[None]
+    correct, total = group_counts(perfect, np.ones((1, *test_labels.shape), dtype=bool))
+    counts_to_records("target", None, ("ceiling",), correct, total, ("all",), 200, 0, draws)
+    baseline = find(probe(features, labels)[0], "target", "token_baseline")["value"]
+    assert 0.5 < baseline < 0.9  # the token tells part of the label: there is headroom
+
+    from probing import layerwise
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(layerwise.CEILINGS, "target", "ceiling")
+        (fraction,) = headroom_records(draws, "target", [0], ("all",))
+    assert fraction["value"] == pytest.approx(expected, abs=0.03)
+    assert fraction["ci_low"] <= fraction["value"] + 1e-9 and fraction["value"] <= fraction["ci_high"] + 1e-9
+
+
+def test_first_reach_is_the_first_layer_at_or_above_the_fraction_and_past_the_end_when_never():
+    values = np.array([[0.1, 0.6, 0.95, 0.9], [0.1, 0.2, 0.3, 0.4]])
+    assert first_reach(values, [0, 1, 2, 3], 0.5).tolist() == [1, 4]
+    assert first_reach(values, [0, 1, 2, 3], 0.9).tolist() == [2, 4]

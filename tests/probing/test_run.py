@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from hmm_datasets.corpus import open_corpus
-from probing.layerwise import curve, find
+from probing.layerwise import BEFORE_NORM_METRIC, curve, find
 from probing.plots import write_probe_results
-from probing.run import ProbeConfig, format_summary, run_probing
+from probing.run import ProbeConfig, format_summary, run_probing, summarize_probe_results
 
 FAST = {
     "num_probe_tasks": 4,
@@ -23,16 +23,53 @@ FAST = {
 
 def test_a_probing_run_reports_every_layer_target_and_pattern(tiny_model, tmp_path):
     model = tiny_model()
-    result = run_probing(model, open_corpus("tiny"), ProbeConfig(distances=(1, 2), **FAST), progress=False)
+    untrained = tiny_model(position_embedding="none")
+    settings = {
+        key: value for key, value in FAST.items() if key != "shuffle_rows"
+    }  # default: fits the corpus
+    result = run_probing(
+        model,
+        open_corpus("tiny"),
+        ProbeConfig(distances=(1, 2), **settings),
+        untrained_model=untrained,
+        progress=False,
+    )
     results = result.results
+    assert results["num_shuffle_rows"] == 64  # the tiny corpus's test split, fewer than 256
+    assert curve(results["records"], "task", "untrained_accuracy")["layer"].tolist() == [0, 1, 2]
     targets = ["hidden_state", "task", "previous_token_1", "previous_token_2"]
     for target in targets:
-        for metric in ("accuracy", "control_accuracy", "selectivity"):
-            assert curve(results["records"], target, metric)["layer"].tolist() == [0, 1, 2]
+        metrics = ("accuracy", "headroom_fraction") if target in ("hidden_state", "task") else ("accuracy",)
+        for metric in metrics:
+            for positions in ("all", "demo1", "demo2", "later", "test"):
+                assert curve(results["records"], target, metric, positions)["layer"].tolist() == [0, 1, 2]
         assert find(results["records"], target, "chance") is not None
+        assert find(results["records"], target, "token_baseline", positions="demo1") is not None
+    figure3a = results["patterns"]["figure3a"]
+    assert figure3a["positions"] == "demo1"
+    reach = figure3a["by_positions"]["demo1"]["task"]
+    assert reach["fractions"][0] == 0.5 and reach["fractions"][-1] == 0.95 and len(reach["layer"]) == 10
+    peak = results["patterns"]["figure3b"]["by_distance"]["1"]
+    assert peak["peak_layer_ci"][0] <= peak["peak_layer"] <= peak["peak_layer_ci"][1]
+    assert set(peak["by_positions"]) == {"demos", "test"}
+    assert peak["last_layer_before_final_norm"] is None  # post-norm: no final norm to read before
+    assert curve(results["records"], "task", BEFORE_NORM_METRIC)["layer"].size == 0
     assert find(results["records"], "task", "bayes_optimal_accuracy")["value"] > 0.5
     assert find(results["records"], "hidden_state", "oracle_accuracy")["value"] > 0.5
-    assert curve(results["records"], "shuffle", "relative_logit_change")["layer"].tolist() == [1, 2]
+    for metric in (
+        "relative_logit_change",
+        "position_only_change",
+        "content_change",
+        "weighted_attention_tv",
+    ):
+        assert curve(results["records"], "shuffle", metric)["layer"].tolist() == [1, 2]
+    figure2 = results["patterns"]["figure2"]
+    assert figure2["upper_layers"] == [2] and figure2["lower_layers"] == [1]  # 2 layers: the upper half
+    assert set(figure2["by_part"]) == {"total", "position_only", "content", "weighted_attention_tv"}
+    assert figure2["by_part"]["total"]["upper_minus_lower"] == figure2["upper_minus_lower"]
+    summarized = summarize_probe_results(results)
+    assert [r["layer"] for r in summarized["shuffle"]] == [1, 2]
+    assert summarized["shuffle_parts"]["content_change"][0]["value"] < 1e-5  # layer 1 reads tokens only
     assert set(results["patterns"]) == {"figure2", "figure3a", "figure3b"}
     assert result.attention.shape == (2, 1, 2, 52, 52)  # tiny rows: 4 x (8 + 1) + 16 tokens
     np.testing.assert_allclose(result.attention.sum(-1), 1.0, atol=1e-5)
@@ -40,7 +77,7 @@ def test_a_probing_run_reports_every_layer_target_and_pattern(tiny_model, tmp_pa
     assert all(path.is_file() and path.stat().st_size > 0 for path in paths.values())
     assert json.loads(paths["json"].read_text())["records"] == json.loads(json.dumps(results["records"]))
     summary = format_summary(results)
-    assert "Fig 3b" in summary and "Shuffle test" in summary
+    assert "Fig 3b" in summary and "Shuffle test" in summary and "content (" in summary
 
 
 def plant_previous_tokens(model) -> None:
@@ -63,10 +100,14 @@ def plant_previous_tokens(model) -> None:
 def test_planted_previous_tokens_are_decoded_exactly_at_their_layers(tiny_model):
     """Through run_probing's own capture and labels: a one-position misalignment of features and
     labels would make these accuracies fall from 1."""
-    model = tiny_model()  # 2 layers, post-norm: the last hidden state is the last layer's output
+    model = tiny_model(norm_placement="pre")  # 2 layers and a final norm, read before and after
     plant_previous_tokens(model)
     result = run_probing(model, open_corpus("tiny"), ProbeConfig(distances=(1, 2), **FAST), progress=False)
     records = result.results["records"]
+    assert find(records, "previous_token_2", BEFORE_NORM_METRIC, 2)["value"] == 1.0
+    assert find(records, "previous_token_1", BEFORE_NORM_METRIC, 2)["value"] < 0.9
+    before = result.results["patterns"]["figure3b"]["by_distance"]["2"]["last_layer_before_final_norm"]
+    assert before["value"] == 1.0
     assert find(records, "previous_token_1", "accuracy", 1)["value"] == 1.0  # layer 1 holds token p-1
     assert find(records, "previous_token_2", "accuracy", 2)["value"] == 1.0  # layer 2 holds token p-2
     assert find(records, "previous_token_1", "accuracy", 2)["value"] < 0.9  # not what layer 2 holds
