@@ -5,6 +5,7 @@ of a reproduction, rendered with `huggingface_hub`'s `ModelCard` / `DatasetCard`
     dataset_card.md   an exported corpus's README.md (`hmm_datasets.export.render_dataset_card`)
     report.md         REPORT.md of `scripts/reproduce.py` (`model_cards.render.render_report`)
     results.md        the results section both the model card and the report show
+    study_report.md   REPORT.md of `scripts/study.py` (`model_cards.render.render_study_report`)
 """
 
 from pathlib import Path
@@ -14,6 +15,7 @@ MODEL_CARD_TEMPLATE = TEMPLATE_DIR / "model_card.md"
 DATASET_CARD_TEMPLATE = TEMPLATE_DIR / "dataset_card.md"
 REPORT_TEMPLATE = TEMPLATE_DIR / "report.md"
 RESULTS_TEMPLATE = TEMPLATE_DIR / "results.md"
+STUDY_REPORT_TEMPLATE = TEMPLATE_DIR / "study_report.md"
 # first line of a rendered card's body: a card with it may be rendered again (for the repo it goes to)
 MODEL_CARD_MARKER = "<!-- rendered by hmm-roformer: model_cards/model_card.md -->"
 DATASET_CARD_MARKER = "<!-- rendered by hmm-roformer: model_cards/dataset_card.md -->"

@@ -17,13 +17,27 @@ import jinja2
 import yaml
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from . import CITATION, MODEL_CARD_MARKER, MODEL_CARD_TEMPLATE, REPORT_TEMPLATE, RESULTS_TEMPLATE
+from . import (
+    CITATION,
+    MODEL_CARD_MARKER,
+    MODEL_CARD_TEMPLATE,
+    REPORT_TEMPLATE,
+    RESULTS_TEMPLATE,
+    STUDY_REPORT_TEMPLATE,
+)
 
 FIGURES = {  # where a model folder keeps the figures the cards show
     "figure1": "figure1/figure1.png",
     "figure2": "probes/figure2_shuffle.png",
     "figure3a": "probes/figure3a_hidden_state_task.png",
     "figure3b": "probes/figure3b_previous_tokens.png",
+    "lemma1": "memory/lemma1.png",
+    "memory": "memory/memory.png",
+}
+SHUFFLE_PART_LABELS = {  # probe_results.json metric -> row of the results' shuffle table
+    "position_only_change": "position-only part",
+    "content_change": "content part",
+    "weighted_attention_tv": "weighted attention TV",
 }
 
 
@@ -35,7 +49,12 @@ def render_results_section(summary: dict) -> str:
     template = jinja2.Template(RESULTS_TEMPLATE.read_text(), trim_blocks=False)
     figures = {**FIGURES, "figure7": summary["figure7"]}
     return template.render(
-        in_context=summary["in_context"], probes=summary["probes"], claims=summary["claims"], figures=figures
+        in_context=summary["in_context"],
+        probes=summary["probes"],
+        memory=summary.get("memory"),
+        claims=summary["claims"],
+        figures=figures,
+        shuffle_parts=SHUFFLE_PART_LABELS,
     )
 
 
@@ -167,3 +186,38 @@ def render_report(
         files=files,
         citation=CITATION,
     )
+
+
+def render_study_report(summary: dict, machine: dict) -> str:
+    """`REPORT.md` of a depth-and-seed study (`modeling_hmmroformer.study.summarize_study`)."""
+    environment = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    environment.filters["stat"] = across_seeds_text
+    environment.filters["claim_cell"] = claim_cell_text
+    environment.filters["num"] = number_text
+    template = environment.from_string(STUDY_REPORT_TEMPLATE.read_text())
+    return template.render(s=summary, machine=machine, total_seconds=sum(summary["stage_seconds"].values()))
+
+
+def across_seeds_text(stat: dict | None, spec: str = ".3f") -> str:
+    """ "mean [low, high]" of an across-seed statistic ("mean" alone from one seed)."""
+    if stat is None or stat.get("mean") is None:
+        return "n/a"
+    text = format(stat["mean"], spec)
+    if stat.get("ci_low") is not None:
+        text += f" [{format(stat['ci_low'], spec)}, {format(stat['ci_high'], spec)}]"
+    return text
+
+
+def claim_cell_text(cell: dict | None) -> str:
+    """ "m/n: mean [low, high]" of one claim at one depth."""
+    if cell is None:
+        return ""
+    text = f"**{cell['holds_in']}/{cell['seeds']}**"
+    if cell.get("mean") is not None:
+        text += f": {across_seeds_text(cell, '+.3f')}"
+    return text
+
+
+def number_text(value: float | None, spec: str = ".3f") -> str:
+    """`value` formatted by `spec`, "n/a" where there is none (a fit from fewer than two points)."""
+    return "n/a" if value is None else format(value, spec)

@@ -170,6 +170,12 @@ PRESETS = {
         "num_attention_heads": 4,
         "max_position_embeddings": 512,
     },
+    "deep": {  # the paper's depth at CPU width (the depth-and-seed study): head dimension 16
+        "hidden_size": 64,
+        "num_hidden_layers": 16,
+        "num_attention_heads": 4,
+        "max_position_embeddings": 512,
+    },
     "mid": {
         "hidden_size": 256,
         "num_hidden_layers": 8,

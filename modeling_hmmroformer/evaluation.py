@@ -58,29 +58,42 @@ def load_evaluation_data(data: str | HMMMixtureConfig, rows: int | None = None) 
 
 
 @torch.no_grad()
-def model_next_token_log_probs(model, input_ids, batch_size: int = 64) -> torch.Tensor:
+def model_next_token_log_probs(model, input_ids, batch_size: int = 64, position_ids=None) -> torch.Tensor:
     """`[B, L, W]` on the CPU: the model's next-token log-probabilities over its vocabulary W.
 
-    Runs in eval mode in chunks of `batch_size` rows and leaves the model in the mode it found.
+    `position_ids [B, L]` (default: the model's, 0..L-1) place the tokens, e.g. a window cut
+    from a longer row at its original positions. Runs in eval mode in chunks of `batch_size`
+    rows and leaves the model in the mode it found.
     """
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
     ids = torch.as_tensor(np.asarray(input_ids), dtype=torch.long)
-    chunks = [
-        torch.log_softmax(model(input_ids=chunk.to(device)).logits.float(), dim=-1).cpu()
-        for chunk in ids.split(batch_size)
-    ]
+    positions = None if position_ids is None else torch.as_tensor(np.asarray(position_ids), dtype=torch.long)
+    chunks = []
+    for start in range(0, ids.shape[0], batch_size):
+        rows = slice(start, start + batch_size)
+        placed = {} if positions is None else {"position_ids": positions[rows].to(device)}
+        logits = model(input_ids=ids[rows].to(device), **placed).logits
+        chunks.append(torch.log_softmax(logits.float(), dim=-1).cpu())
     model.train(was_training)
     return torch.cat(chunks)
 
 
+def model_next_token_probs(
+    model, input_ids, num_tokens: int, batch_size: int = 64, position_ids=None
+) -> torch.Tensor:
+    """`[B, L, num_tokens]` float64 on the CPU: the model's next-token distribution over the
+    corpus's `num_tokens` = V + 1 tokens (from its log-probabilities over its vocabulary)."""
+    log_probs = model_next_token_log_probs(model, input_ids, batch_size, position_ids)
+    return log_probs[..., :num_tokens].double().exp()
+
+
 def model_predictor(model, num_tokens: int, batch_size: int = 64) -> Predictor:
-    """The model as a predictor of the registry: its next-token distribution over the corpus's
-    `num_tokens` = V + 1 tokens (float64, from its log-probabilities)."""
+    """The model as a predictor of the registry (`model_next_token_probs`)."""
 
     def next_token_probs(input_ids, task_ids) -> torch.Tensor:
-        return model_next_token_log_probs(model, input_ids, batch_size)[..., :num_tokens].double().exp()
+        return model_next_token_probs(model, input_ids, num_tokens, batch_size)
 
     return Predictor("model", "model", next_token_probs)
 

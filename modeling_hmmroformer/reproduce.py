@@ -18,40 +18,42 @@ complete checkpoint (checkpoints are whole: see `training.is_complete_checkpoint
 from __future__ import annotations
 
 import dataclasses
-import datetime
+import functools
 import hashlib
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-import transformers
 
 from hmm_datasets.corpus import open_corpus
 from hmm_datasets.export import build_folder, export_corpus
+from hmm_datasets.memory import check_memories
 from model_cards.render import render_report, write_model_card
 from probing.capture import load_hmm_roformer
 from probing.plots import write_probe_results
 from probing.run import ProbeConfig, run_probing
 
+from . import stages
 from .evaluation import figure1, load_evaluation_data, write_figure1
+from .memory import write_memory
 from .summary import summarize_model_folder
-from .training import RunConfig, checkpoints, is_complete_checkpoint, load_run_config
+from .training import RunConfig, checkpoints, initial_model, is_complete_checkpoint, load_run_config
 
-STAGES = ("corpus", "train", "evaluate", "probe", "model", "report")
-STATE_NAME = "reproduce_state.json"
+STAGES = ("corpus", "train", "evaluate", "probe", "memory", "model", "report")
+STATE_KIND = "reproduce"
+STATE_NAME = f"{STATE_KIND}_state.json"
 STAGE_FOLDERS = {
     "corpus": "corpus",
     "train": "training",
     "evaluate": "figure1",
     "probe": "probes",
+    "memory": "memory",
     "model": "model",
 }
 MODEL_FILE_SUFFIXES = (".safetensors", ".json", ".py", ".yaml")
@@ -66,10 +68,15 @@ class ReproducePreset:
     eval_rows: int  # test rows of Figure 1
     corpus_table_rows: int  # test rows of the Bayes-optimal table on the dataset card
     probe: dict = field(default_factory=dict)  # ProbeConfig fields that differ from the defaults
+    memories: tuple[int, ...] = (1, 2, 4, 8, 16, 32)  # Lemma 1's memories L
+    memory_rows: int = 128  # test rows of Lemma 1 and of the model's memory
 
     def __post_init__(self) -> None:
         if self.eval_rows < 1:
             raise ValueError(f"eval_rows={self.eval_rows} must be at least 1.")
+        if self.memory_rows < 1:
+            raise ValueError(f"memory_rows={self.memory_rows} must be at least 1.")
+        check_memories(self.memories)
         if self.corpus_table_rows < 0:
             raise ValueError(f"corpus_table_rows={self.corpus_table_rows} must be 0 or more.")
 
@@ -89,6 +96,8 @@ PRESETS = {
             "shuffle_rows": 32,
             "max_iter": 50,
         },
+        memories=(1, 2, 4, 8),
+        memory_rows=32,
     ),
     "small": ReproducePreset("small", "small.yaml", eval_rows=512, corpus_table_rows=512),
     "paper": ReproducePreset("paper", "paper.yaml", eval_rows=2048, corpus_table_rows=512),
@@ -153,83 +162,37 @@ def make_reproduction(
     return Reproduction(settings, out, run, Path(train_script), num_processes, progress)
 
 
-# ---- the state file ------------------------------------------------------------------------
+# ---- the state file and the run ---------------------------------------------------------------
 def read_state(reproduction: Reproduction) -> dict:
     """The state of `out`, a fresh one for a new folder; refuses a folder made with other settings."""
-    out, path = reproduction.out, reproduction.out / STATE_NAME
-    fresh = {"preset": reproduction.preset.name, "fingerprint": reproduction.fingerprint(), "stages": {}}
-    if not path.is_file():
-        if out.exists() and any(out.iterdir()):
-            raise ValueError(
-                f"{out} is not empty and holds no {STATE_NAME}: it is not a reproduction folder. "
-                "Choose another --out (nothing was written)."
-            )
-        return fresh
-    state = json.loads(path.read_text())
-    if state.get("fingerprint") != fresh["fingerprint"]:
-        raise ValueError(
-            f"{out} holds a reproduction with other settings (preset {state.get('preset')!r}, fingerprint "
-            f"{state.get('fingerprint')}; these settings: {fresh['fingerprint']}). Choose another --out, or "
-            "delete that folder to start over (nothing was changed)."
-        )
-    return state
+    return stages.read_state(
+        reproduction.out, STATE_KIND, reproduction.fingerprint(), reproduction.preset.name
+    )
 
 
-def write_state(reproduction: Reproduction, state: dict) -> None:
-    write_text_atomically(reproduction.out / STATE_NAME, json.dumps(state, indent=2) + "\n")
-
-
-def write_text_atomically(path: Path, text: str) -> None:
-    """Write `path` whole or not at all (a temporary sibling renamed over it)."""
-    temporary = path.with_name(f".{path.name}.partial")
-    temporary.write_text(text)
-    os.replace(temporary, path)
-
-
-def forget_stages(state: dict, first: str) -> dict:
-    """The state with `first` and every later stage marked incomplete (`--redo first`)."""
-    if first not in STAGES:
-        raise ValueError(f"--redo {first!r} is not a stage; stages are {', '.join(STAGES)}.")
-    later = STAGES[STAGES.index(first) :]
-    return {**state, "stages": {name: v for name, v in state["stages"].items() if name not in later}}
-
-
-# ---- running ----------------------------------------------------------------------------------
 def run_reproduction(
     reproduction: Reproduction, *, redo: str | None = None, log: Callable[[str], None] = print
 ) -> dict:
     """Run every stage that is not complete yet, in order; returns the final state."""
     state = read_state(reproduction)
     if redo is not None:
-        state = forget_stages(state, redo)
-    reproduction.out.mkdir(parents=True, exist_ok=True)
-    write_state(reproduction, state)
+        state = stages.forget_stages(state, list(STAGES), redo)
     runners = {
         "corpus": build_corpus,
         "train": train_model,
         "evaluate": evaluate_model,
         "probe": probe_model,
+        "memory": measure_memory,
         "model": package_model,
         "report": write_report,
     }
-    for index, stage in enumerate(STAGES, start=1):
-        if stage in state["stages"]:
-            log(
-                f"[{index}/{len(STAGES)}] {stage}: complete, skipped ({state['stages'][stage]['seconds']:.1f} s)"
-            )
-            continue
-        log(f"[{index}/{len(STAGES)}] {stage} ...")
-        started = time.perf_counter()
-        runners[stage](reproduction, state)
-        seconds = time.perf_counter() - started
-        state["stages"][stage] = {"seconds": seconds, "completed": _now()}
-        write_state(reproduction, state)
-        log(f"[{index}/{len(STAGES)}] {stage}: done in {seconds:.1f} s")
-    return state
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return stages.run_stages(
+        reproduction.out,
+        STATE_KIND,
+        state,
+        {stage: functools.partial(runners[stage], reproduction, state) for stage in STAGES},
+        log,
+    )
 
 
 # ---- the stages -------------------------------------------------------------------------------
@@ -262,7 +225,7 @@ def train_model(reproduction: Reproduction, state: dict) -> None:
     resume = folder.is_dir() and any(is_complete_checkpoint(p) for p in checkpoints(folder))
     if folder.exists() and not resume:
         shutil.rmtree(folder)  # a run stopped before its first complete checkpoint: start over
-    write_text_atomically(reproduction.out / "run_config.yaml", reproduction.run.to_yaml())
+    stages.write_text_atomically(reproduction.out / "run_config.yaml", reproduction.run.to_yaml())
     command = launch_command(reproduction, resume)
     done = subprocess.run(command, check=False)
     if done.returncode != 0 or not (folder / "train_results.json").is_file():
@@ -284,12 +247,30 @@ def evaluate_model(reproduction: Reproduction, state: dict) -> None:
 
 
 def probe_model(reproduction: Reproduction, state: dict) -> None:
+    """The probes, with the model as training initialised it as the control."""
     model = load_trained_model(reproduction)
     corpus = open_corpus(str(reproduction.path("corpus")))
+    untrained = initial_model(reproduction.run, corpus.config).to(model.device)
     result = run_probing(
-        model, corpus, ProbeConfig(**reproduction.preset.probe), progress=reproduction.progress
+        model,
+        corpus,
+        ProbeConfig(**reproduction.preset.probe),
+        untrained_model=untrained,
+        progress=reproduction.progress,
     )
     build_folder(reproduction.path("probe"), lambda staging: write_probe_results(result, staging))
+
+
+def measure_memory(reproduction: Reproduction, state: dict) -> None:
+    """Lemma 1 on the corpus, and the trained model cut to its last L tokens."""
+    model = load_trained_model(reproduction)
+    data = load_evaluation_data(str(reproduction.path("corpus")), reproduction.preset.memory_rows)
+    build_folder(
+        reproduction.path("memory"),
+        lambda staging: write_memory(
+            model, data, reproduction.preset.memories, staging, reproduction.progress
+        ),
+    )
 
 
 def package_model(reproduction: Reproduction, state: dict) -> None:
@@ -300,31 +281,11 @@ def package_model(reproduction: Reproduction, state: dict) -> None:
         for path in sorted(trained.iterdir()):
             if path.is_file() and path.suffix in MODEL_FILE_SUFFIXES:
                 shutil.copy2(path, staging / path.name)
-        for stage in ("evaluate", "probe"):
+        for stage in ("evaluate", "probe", "memory"):
             shutil.copytree(reproduction.path(stage), staging / STAGE_FOLDERS[stage])
         write_model_card(staging, summarize_model_folder(staging), location=str(final))
 
     build_folder(final, write)
-
-
-def machine_description() -> dict:
-    """The device and library versions, for the report."""
-    if torch.cuda.is_available():
-        device = (
-            f"1 x {torch.cuda.get_device_name(0)}"
-            if torch.cuda.device_count() == 1
-            else (f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}")
-        )
-    else:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        device = f"{cores} CPU cores ({platform.machine()}), no GPU"
-    return {
-        "device": device,
-        "date": datetime.date.today().isoformat(),
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "python": platform.python_version(),
-    }
 
 
 REPORT_FILES = {
@@ -335,6 +296,7 @@ REPORT_FILES = {
     "training/": "the Trainer's output: checkpoints, TensorBoard logs (`tensorboard --logdir training/runs`)",
     "figure1/": "Figure 1: figure1.json, figure1.png",
     "probes/": "Figures 2, 3(a), 3(b), 7: probe_results.json and the PNGs",
+    "memory/": "Lemma 1 (lemma1.json, lemma1.png) and the model's own memory (memory.json)",
     "run_config.yaml": "the run config training used",
     STATE_NAME: "which stages are complete, with their wall times",
 }
@@ -343,9 +305,9 @@ REPORT_FILES = {
 def write_report(reproduction: Reproduction, state: dict) -> None:
     summary = summarize_model_folder(reproduction.path("model"))
     seconds = {stage: record["seconds"] for stage, record in state["stages"].items()}
-    machine = machine_description()
+    machine = stages.machine_description()
     results = {"preset": reproduction.preset.name, **summary, "stage_seconds": seconds, "machine": machine}
-    write_text_atomically(reproduction.out / "results.json", json.dumps(results, indent=1) + "\n")
+    stages.write_text_atomically(reproduction.out / "results.json", json.dumps(results, indent=1) + "\n")
     report = render_report(
         summary,
         preset=reproduction.preset.name,
@@ -354,4 +316,4 @@ def write_report(reproduction: Reproduction, state: dict) -> None:
         files=REPORT_FILES,
         files_root=f"{reproduction.out}/",
     )
-    write_text_atomically(reproduction.out / "REPORT.md", report)
+    stages.write_text_atomically(reproduction.out / "REPORT.md", report)

@@ -366,6 +366,13 @@ def build_model(run: RunConfig, corpus_config: HMMMixtureConfig) -> HMMRoFormerF
     return model
 
 
+def initial_model(run: RunConfig, corpus_config: HMMMixtureConfig) -> HMMRoFormerForCausalLM:
+    """The model as training initialises it (the run's seed, the same weights), in eval mode:
+    the untrained control of the probes."""
+    set_seed(int(run.training.get("seed", 42)))
+    return build_model(run, corpus_config).eval()
+
+
 def warn_about_idle_cores() -> None:
     """`accelerate launch --cpu` without `--num_processes` sets OMP_NUM_THREADS=1: half speed on 2 cores."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

@@ -31,6 +31,8 @@ FIGURES = [
     "probes/figure3a_hidden_state_task.png",
     "probes/figure3b_previous_tokens.png",
     "probes/figure7_attention_row0.png",
+    "memory/lemma1.png",
+    "memory/memory.png",
 ]
 
 
@@ -73,11 +75,17 @@ def test_the_report_shows_every_figure_and_every_number_next_to_bayes(reproduced
     )
     results = json.loads((out / "results.json").read_text())
     claims = results["claims"]
-    assert [c["figure"] for c in claims] == ["1", "1", "2", "3(a)", "3(a)", "3(b)", "3(b)", "3(b)"]
+    assert [c["figure"] for c in claims] == ["1", "1", "2", "2", "2", "3(a)", "3(a)", "3(b)", "3(b)", "3(b)"]
     for claim in claims:
         assert f"| {claim['figure']} | {claim['claim']} | {'yes' if claim['holds'] else '**no**'} |" in report
         assert claim["claim"] in stdout
     assert claims[2]["holds"] == probes["patterns"]["figure2"]["upper_layers_change_less"]
+    lemma1 = json.loads((out / "memory" / "lemma1.json").read_text())
+    memory = json.loads((out / "memory" / "memory.json").read_text())
+    assert lemma1["memories"] == memory["memories"] == list(PRESETS["tiny"].memories)
+    bayes_row = next(line for line in report.splitlines() if line.startswith("| Bayes, memory L vs full |"))
+    assert bayes_row.split("|")[2:-1] == [f" {v:.2e} " for v in lemma1["mixture"]["tv"]]
+    assert f"has L = {memory['best_memory']}." in report
     for stage in STAGES[:-1]:
         assert f"| {stage} | " in report
     assert set(results["stage_seconds"]) == set(STAGES) - {"report"}
@@ -88,7 +96,13 @@ def test_the_checkpoint_carries_a_model_card_with_the_measured_results(reproduce
     model = out / "model"
     names = {path.name for path in model.iterdir()}
     assert {"model.safetensors", "config.json", "README.md", "hmm_params.safetensors"} <= names
-    assert {"configuration_hmm_roformer.py", "modeling_hmm_roformer.py", "figure1", "probes"} <= names
+    assert {
+        "configuration_hmm_roformer.py",
+        "modeling_hmm_roformer.py",
+        "figure1",
+        "probes",
+        "memory",
+    } <= names
     assert not any(name.startswith("checkpoint-") or name.endswith(".bin") for name in names)
     assert "auto_map" in json.loads((model / "config.json").read_text())
     card = ModelCard.load(model / "README.md")

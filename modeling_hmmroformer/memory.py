@@ -1,0 +1,210 @@
+"""Which fixed-memory predictor does the trained model behave like? Lemma 1, for the model.
+
+The model is run on contexts cut to their last L tokens, kept at their original positions
+(`position_ids`), beside the memory-L Bayes predictor (`hmm_datasets.memory`). At each
+position i whose next token is an observation, the cut model reads tokens i-L+1..i; where
+that window is the whole prefix (i < L) it is the full model. Per L, over those positions:
+
+- `tv_cut_vs_full`: how much the model's prediction uses tokens older than L;
+- `tv_full_vs_bayes_memory`, `agreement_full_vs_bayes_memory`: the full model against the
+  memory-L Bayes predictor; `best_memory` is the L where that TV is smallest, "the
+  fixed-memory predictor the model behaves like";
+- `tv_cut_vs_bayes_memory`: the cut model against the memory-L Bayes predictor (both see
+  the same window).
+
+`full_vs_bayes` and `full_vs_oracle` compare the full model with the full Bayes-optimal
+predictor and the oracle once. Distances are total variation over the V + 1 tokens.
+
+Shapes: B rows, L positions, V observation tokens, N windows.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from hmm_datasets import BayesOptimalPredictor, HMMParams
+from hmm_datasets.memory import (
+    check_memories,
+    lemma1,
+    masked_mean,
+    plot_lemma1,
+    scored_positions,
+    share_reaching_row_start,
+    total_variation,
+)
+from hmm_datasets.scoring import next_token_scores
+
+from .evaluation import EvaluationData, model_next_token_probs
+
+
+def window_ends(scored: torch.Tensor, memory: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`(rows [N], ends [N])`: the scored positions (`scored [B, L-1]`) whose window of `memory`
+    tokens does not reach the row start (i >= memory): the only ones a cut changes."""
+    rows, ends = scored.nonzero(as_tuple=True)
+    keep = ends >= memory
+    return rows[keep], ends[keep]
+
+
+def cut_windows(
+    input_ids: torch.Tensor, rows: torch.Tensor, ends: torch.Tensor, memory: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`(windows [N, memory], positions [N, memory])`: tokens ends-memory+1..ends of `rows` and
+    their positions in the row."""
+    positions = ends[:, None] - memory + 1 + torch.arange(memory)
+    return input_ids[rows[:, None], positions], positions
+
+
+def cut_model_probs(model, input_ids, full, scored, memory: int, batch_size: int, bar) -> torch.Tensor:
+    """`[B, L, V+1]`: the model's predictions from the last `memory` tokens at the scored
+    positions (`full [B, L, V+1]`, the full model's, elsewhere and where the window is the prefix)."""
+    rows, ends = window_ends(scored, memory)
+    windows, positions = cut_windows(input_ids, rows, ends, memory)
+    cut = full.clone()
+    for start in range(0, len(rows), batch_size):
+        batch = slice(start, start + batch_size)
+        probs = model_next_token_probs(model, windows[batch], full.shape[-1], batch_size, positions[batch])
+        cut[rows[batch], ends[batch]] = probs[:, -1]
+        bar.update(1)
+    return cut
+
+
+def compare(probs, reference, input_ids, scored) -> dict[str, float]:
+    """Mean TV and argmax agreement of `probs` with `reference` (`[B, L, V+1]`) over `scored`."""
+    return {
+        "tv": masked_mean(total_variation(probs, reference), scored),
+        "agreement": masked_mean(next_token_scores(probs, input_ids, reference)["agreement"], scored),
+    }
+
+
+def memory_scores(model_full, cut, bayes_memory, input_ids, scored) -> dict[str, float]:
+    """One memory L: the full model, the model cut to L and the memory-L Bayes predictor
+    (`[B, L, V+1]` each) compared over `scored` (module docstring)."""
+    full_vs_memory = compare(model_full, bayes_memory, input_ids, scored)
+    return {
+        "tv_cut_vs_full": masked_mean(total_variation(cut, model_full), scored),
+        "tv_full_vs_bayes_memory": full_vs_memory["tv"],
+        "tv_cut_vs_bayes_memory": masked_mean(total_variation(cut, bayes_memory), scored),
+        "agreement_full_vs_bayes_memory": full_vs_memory["agreement"],
+    }
+
+
+def _check_vocab(model, vocab_size: int) -> None:
+    have = getattr(getattr(model, "config", None), "vocab_size", vocab_size + 1)
+    if have < vocab_size + 1:
+        raise ValueError(
+            f"the model's vocab_size={have} is smaller than the HMMs' {vocab_size + 1} tokens "
+            "(V observations and the delimiter): this model was not trained on this corpus."
+        )
+
+
+@torch.no_grad()
+def model_memory(
+    model,
+    params: HMMParams,
+    input_ids,
+    task_ids,
+    memories: Sequence[int],
+    *,
+    batch_size: int = 256,
+    progress: bool = False,
+) -> dict:
+    """The model cut to its last L tokens beside the memory-L Bayes predictor (JSON-ready; module docstring).
+
+    input_ids `[B, L]` rows of the mixture `params`, task_ids `[B]` (read by the oracle only);
+    windows of one memory go through the model `batch_size` at a time, on its device, in eval
+    mode. Returns `memories`, `num_rows`, `num_positions`, per memory `share_reaching_row_start`,
+    `tv_cut_vs_full`, `tv_full_vs_bayes_memory`, `tv_cut_vs_bayes_memory` and
+    `agreement_full_vs_bayes_memory`, and `full_vs_bayes`, `full_vs_oracle` (`tv`, `agreement`)
+    and `best_memory`.
+    """
+    memories = check_memories(memories)
+    _check_vocab(model, params.vocab_size)
+    bayes = BayesOptimalPredictor(params, device="cpu", dtype=torch.float64)
+    bayes_full = bayes.next_token_probs(input_ids)  # validates the ids
+    oracle_full = bayes.oracle_next_token_probs(input_ids, task_ids)  # validates the tasks
+    ids = torch.as_tensor(input_ids if torch.is_tensor(input_ids) else np.asarray(input_ids)).long().cpu()
+    scored = scored_positions(ids, bayes.delimiter)
+    model_full = model_next_token_probs(model, ids, params.vocab_size + 1, batch_size)
+    steps = sum(-(-len(window_ends(scored, m)[0]) // batch_size) for m in memories)
+    curves: dict[str, list[float]] = {}
+    with tqdm(total=steps, desc="model memory: windows", disable=not progress) as bar:
+        for memory in memories:
+            cut = cut_model_probs(model, ids, model_full, scored, memory, batch_size, bar)
+            values = memory_scores(
+                model_full, cut, bayes.truncated_next_token_probs(ids, memory), ids, scored
+            )
+            values["share_reaching_row_start"] = share_reaching_row_start(scored, memory)
+            for key, value in values.items():
+                curves.setdefault(key, []).append(value)
+    return {
+        "memories": memories,
+        "num_rows": int(ids.shape[0]),
+        "num_positions": int(scored.sum()),
+        **curves,
+        "full_vs_bayes": compare(model_full, bayes_full, ids, scored),
+        "full_vs_oracle": compare(model_full, oracle_full, ids, scored),
+        "best_memory": memories[int(np.nanargmin(curves["tv_full_vs_bayes_memory"]))],
+    }
+
+
+def plot_model_memory(result: dict, path: str | Path) -> Path:
+    """Per memory L: the model's TV to the memory-L Bayes predictor (with its TV to the full one as a
+    line) and the TV of the model cut to L tokens against the whole-context model."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    memories = result["memories"]
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    ax.plot(memories, result["tv_full_vs_bayes_memory"], "o-", label="TV(model, memory-L Bayes)")
+    ax.plot(memories, result["tv_cut_vs_full"], "s-", label="TV(model cut to L, model)")
+    ax.axhline(result["full_vs_bayes"]["tv"], color="grey", ls="--", label="TV(model, full Bayes)")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(memories, [str(m) for m in memories])
+    ax.set_xlabel("memory L (tokens)")
+    ax.set_ylabel("mean total variation")
+    ax.set_title(f"the model's memory: closest memory-L Bayes at L = {result['best_memory']}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def write_json(result: dict, path: Path) -> Path:
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    return path
+
+
+def write_lemma1(data: EvaluationData, memories: Sequence[int], folder: str | Path) -> dict:
+    """Lemma 1 on the rows of `data`: `lemma1.json` and `lemma1.png` in `folder`; returns the result."""
+    result = lemma1(data.params, data.input_ids, data.task_ids, memories)
+    write_json(result, Path(folder) / "lemma1.json")
+    plot_lemma1(result, Path(folder) / "lemma1.png")
+    return result
+
+
+def write_model_memory(
+    model, data: EvaluationData, memories: Sequence[int], folder: str | Path, progress: bool = False
+) -> dict:
+    """`model_memory` on the rows of `data`: `memory.json` and `memory.png` in `folder`; returns the result."""
+    result = model_memory(model, data.params, data.input_ids, data.task_ids, memories, progress=progress)
+    write_json(result, Path(folder) / "memory.json")
+    plot_model_memory(result, Path(folder) / "memory.png")
+    return result
+
+
+def write_memory(
+    model, data: EvaluationData, memories: Sequence[int], folder: str | Path, progress: bool = False
+) -> None:
+    """Lemma 1 and the model's memory on the same rows, into `folder` (the reproduction's memory/)."""
+    write_lemma1(data, memories, folder)
+    write_model_memory(model, data, memories, folder, progress)

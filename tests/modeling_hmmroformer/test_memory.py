@@ -1,0 +1,107 @@
+"""The model cut to its last L tokens, beside the memory-L Bayes predictor."""
+
+import json
+
+import pytest
+import torch
+from tqdm.auto import tqdm
+
+from hmm_datasets import SamplingTables, generate_rows, get_preset, sample_hmm_params
+from hmm_datasets.memory import scored_positions
+from modeling_hmmroformer import HMMRoFormerConfig, HMMRoFormerForCausalLM
+from modeling_hmmroformer.evaluation import model_next_token_probs
+from modeling_hmmroformer.memory import cut_model_probs, model_memory
+
+LENGTH = 52  # the tiny rows
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    config = get_preset("tiny")
+    params = sample_hmm_params(config)
+    rows = generate_rows(config, SamplingTables.from_params(params), "test", 0, 6)
+    return params, rows
+
+
+def tiny_model(vocab_size=7) -> HMMRoFormerForCausalLM:
+    """A seeded, untrained tiny HMMRoFormer (as tests/probing/conftest.py's `tiny_model`)."""
+    torch.manual_seed(0)
+    return HMMRoFormerForCausalLM(HMMRoFormerConfig.from_preset("tiny", vocab_size=vocab_size)).eval()
+
+
+def without_attention(model: HMMRoFormerForCausalLM) -> HMMRoFormerForCausalLM:
+    """Zero every attention output: the prediction at i then depends on token i alone."""
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.o_proj.weight.zero_()
+            if layer.self_attn.o_proj.bias is not None:
+                layer.self_attn.o_proj.bias.zero_()
+    return model
+
+
+def run(model, tiny, memories, **kwargs):
+    params, rows = tiny
+    return model_memory(model, params, rows["input_ids"], rows["task_id"], memories, batch_size=64, **kwargs)
+
+
+def test_keys_and_lengths_and_strict_json(tiny):
+    memories = [1, 3, 8]
+    result = run(tiny_model(), tiny, memories)
+    per_memory = (
+        "share_reaching_row_start",
+        "tv_cut_vs_full",
+        "tv_full_vs_bayes_memory",
+        "tv_cut_vs_bayes_memory",
+        "agreement_full_vs_bayes_memory",
+    )
+    for key in per_memory:
+        assert len(result[key]) == len(memories), key
+    assert result["memories"] == memories and result["num_rows"] == 6
+    assert set(result["full_vs_bayes"]) == set(result["full_vs_oracle"]) == {"tv", "agreement"}
+    best = result["memories"].index(result["best_memory"])
+    assert result["tv_full_vs_bayes_memory"][best] == min(result["tv_full_vs_bayes_memory"])
+    json.dumps(result, allow_nan=False)
+
+
+def test_a_window_as_long_as_the_row_is_the_full_model(tiny):
+    result = run(tiny_model(), tiny, [LENGTH, LENGTH + 10])
+    assert max(result["tv_cut_vs_full"]) < 1e-6
+    assert result["share_reaching_row_start"] == [1.0, 1.0]
+    # the memory-L Bayes predictor is then the full one too
+    assert result["tv_full_vs_bayes_memory"][0] == pytest.approx(result["full_vs_bayes"]["tv"], abs=1e-12)
+    assert result["tv_cut_vs_bayes_memory"][0] == pytest.approx(result["full_vs_bayes"]["tv"], abs=1e-6)
+
+
+def test_without_attention_one_token_of_memory_changes_nothing(tiny):
+    result = run(without_attention(tiny_model()), tiny, [1, 4])
+    assert max(result["tv_cut_vs_full"]) < 1e-6
+    # the control: with attention, cutting the context does change the predictions
+    assert run(tiny_model(), tiny, [1])["tv_cut_vs_full"][0] > 1e-4  # untrained: attention is weak
+
+
+def test_each_window_is_the_model_run_on_that_slice_at_its_positions(tiny):
+    _, rows = tiny
+    model, memory = tiny_model(), 5
+    ids = torch.as_tensor(rows["input_ids"]).long()
+    full = model_next_token_probs(model, ids, 7)
+    scored = scored_positions(ids, 6)
+    cut = cut_model_probs(model, ids, full, scored, memory, batch_size=16, bar=tqdm(disable=True))
+    for row, end in [(0, 5), (2, 30), (5, LENGTH - 2)]:
+        window = ids[row : row + 1, end - memory + 1 : end + 1]
+        positions = torch.arange(end - memory + 1, end + 1)[None]
+        expected = model_next_token_probs(model, window, 7, position_ids=positions)[0, -1]
+        torch.testing.assert_close(cut[row, end], expected, atol=1e-6, rtol=0)
+    torch.testing.assert_close(cut[:, :memory], full[:, :memory])  # windows that are the whole prefix
+
+
+@pytest.mark.parametrize(
+    ("memories", "message"), [([], "memories is empty"), ([0], "contains 0"), ([2, 2], "twice")]
+)
+def test_bad_memories_raise(tiny, memories, message):
+    with pytest.raises(ValueError, match=message):
+        run(tiny_model(), tiny, memories)
+
+
+def test_a_model_with_too_small_a_vocabulary_is_refused(tiny):
+    with pytest.raises(ValueError, match="vocab_size=5 is smaller than the HMMs' 7 tokens"):
+        run(tiny_model(vocab_size=5), tiny, [1])

@@ -1,0 +1,181 @@
+"""The depth-and-seed study: the quick study end to end, claims counted over seeds, the
+untrained control at the training's own initialisation, and bad input refused."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from modeling_hmmroformer.study import (
+    STUDIES,
+    StudyConfig,
+    across_seeds,
+    aggregate_claims,
+    build_corpus,
+    claims_table,
+    make_study,
+    run_study,
+    stage_names,
+    untrained_model,
+)
+from modeling_hmmroformer.training import prepare
+from probing.capture import untrained_twin
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def quick_study(out, **changes):
+    return make_study("quick", out, configs_dir=ROOT / "configs", progress=False, **changes)
+
+
+@pytest.fixture(scope="module")
+def studied(tmp_path_factory):
+    """The quick study, run once through the script (the suite's end-to-end run)."""
+    out = tmp_path_factory.mktemp("study") / "quick"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "study.py"),
+            "--study",
+            "quick",
+            "--out",
+            str(out),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out, done.stdout
+
+
+def test_the_quick_study_reports_every_claim_at_every_depth(studied):
+    out, stdout = studied
+    results = json.loads((out / "results.json").read_text())
+    config = STUDIES["quick"]
+    assert [d["depth"] for d in results["depths"]] == list(config.depths)
+    assert len(results["models"]) == len(config.depths) * len(config.seeds)
+    report = (out / "REPORT.md").read_text()
+    for row in results["claims_table"]:
+        assert row["claim"] in report
+        for cell in row["cells"]:
+            assert cell["seeds"] == len(config.seeds) and 0 <= cell["holds_in"] <= cell["seeds"]
+            assert f"**{cell['holds_in']}/{cell['seeds']}**" in report
+    for depth in results["depths"]:
+        assert f"{depth['kl_bayes_model']['mean']:.3f}" in report
+    figures = (
+        "distance_to_bayes",
+        "shuffle_by_depth",
+        "headroom_by_depth",
+        "previous_tokens_by_depth",
+        "memory_by_depth",
+    )
+    for figure in figures:
+        assert (out / "figures" / f"{figure}.png").stat().st_size > 0
+    assert (out / "lemma1" / "lemma1.png").stat().st_size > 0
+    assert set(json.loads((out / "study_state.json").read_text())["stages"]) == set(
+        stage_names(quick_study(out))
+    )
+    assert "layers: KL to Bayes" in stdout
+
+
+def test_a_rerun_skips_every_stage_and_other_settings_are_refused(studied):
+    out, _ = studied
+    before = (out / "REPORT.md").read_text()
+    logged = []
+    run_study(quick_study(out), log=logged.append)
+    assert all("complete, skipped" in line for line in logged)
+    assert (out / "REPORT.md").read_text() == before
+    with pytest.raises(ValueError, match="other settings"):
+        run_study(quick_study(out, seeds=(0, 1, 2)))
+    assert (out / "REPORT.md").read_text() == before
+
+
+def test_the_untrained_control_is_the_trainings_own_initialisation(tmp_path):
+    study = quick_study(tmp_path / "s")
+    study.out.mkdir()
+    build_corpus(study)
+    initial = prepare(study.run_config(2, 1), resume=False).trainer.model
+    control = untrained_model(study, 2, 1)
+    for (name, a), (_, b) in zip(initial.state_dict().items(), control.state_dict().items()):
+        assert torch.equal(a, b), name
+    other_seed = untrained_model(study, 2, 0)
+    assert not torch.equal(other_seed.lm_head.weight, control.lm_head.weight)
+    # scripts/probe.py's control: the checkpoint's config and its training seed give the same weights
+    twin = untrained_twin(other_seed, 1)
+    for (name, a), (_, b) in zip(initial.state_dict().items(), twin.state_dict().items()):
+        assert torch.equal(a, b), name
+
+
+def claim(text: str, holds: bool, value: float) -> dict:
+    return {"figure": "2", "claim": text, "holds": holds, "statistic": {"name": "stat", "value": value}}
+
+
+def test_claims_are_counted_over_seeds_with_a_t_interval():
+    per_seed = [
+        [claim("a", True, 1.0), claim("b", False, -1.0)],
+        [claim("a", True, 2.0), claim("b", True, 1.0)],
+        [claim("a", False, 3.0), claim("b", False, 0.0)],
+    ]
+    rows = {row["claim"]: row for row in aggregate_claims(per_seed)}
+    assert (rows["a"]["holds_in"], rows["a"]["seeds"]) == (2, 3)
+    assert (rows["b"]["holds_in"], rows["b"]["seeds"]) == (1, 3)
+    assert rows["a"]["mean"] == pytest.approx(2.0)
+    # mean 2, sd 1, n 3: 2 +- 4.303 / sqrt(3)
+    assert rows["a"]["ci_low"] == pytest.approx(2 - 4.303 / 3**0.5)
+    assert rows["a"]["ci_high"] == pytest.approx(2 + 4.303 / 3**0.5)
+    one = across_seeds([0.5])
+    assert one["mean"] == 0.5 and one["ci_low"] is None
+    assert across_seeds([None, float("nan")])["n"] == 0
+    table = claims_table([{"claims": aggregate_claims(per_seed)}, {"claims": aggregate_claims(per_seed[:1])}])
+    assert [row["claim"] for row in table] == ["a", "b"]
+    assert [cell["holds_in"] for cell in table[0]["cells"]] == [2, 1]
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"seeds": (0, 1, 0)}, "given twice"),
+        ({"depths": (2, 2)}, "given twice"),
+        ({"memories": (0, 4)}, "at least 1 token"),
+        ({"depths": (1, 4)}, "at least 2 layers"),
+        ({"probe": {"layers": (0, 1, 5)}}, "more layers than"),
+    ],
+)
+def test_bad_study_settings_are_refused(changes, message):
+    with pytest.raises(ValueError, match=message):
+        StudyConfig(**changes)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--seeds", "0", "0"], "given twice"),
+        (["--memories", "0"], "at least 1 token"),
+        (["--study", "nope"], "invalid choice"),
+        (["--redo", "nothing"], "not a stage"),
+    ],
+)
+def test_bad_input_is_one_error_line_and_writes_nothing(tmp_path, arguments, message):
+    out = tmp_path / "study"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "study.py"),
+            "--study",
+            "quick",
+            "--out",
+            str(out),
+            *arguments,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert not out.exists()
