@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from datasets import load_dataset
-from huggingface_hub import snapshot_download
 
 from .config import PRESETS, SPLITS, HMMMixtureConfig, get_preset
-from .export import CONFIG_FILENAME, DATA_DIR, load_corpus_config, load_hmm_params
+from .export import CONFIG_FILENAME, DATA_DIR, load_corpus_config, load_hmm_params, local_folder
 from .hmm_mixture import load_hmm_mixture
 from .layout import SampleLayout
 from .params import HMMParams
@@ -43,9 +42,10 @@ def open_corpus(source: str | HMMMixtureConfig, num_proc: int | None = None) -> 
         config = source if isinstance(source, HMMMixtureConfig) else get_preset(source)
         splits = load_hmm_mixture(config, num_proc=num_proc)
         return Corpus(splits, config, load_hmm_params(config), config.name)
-    folder = Path(source)
-    if not folder.is_dir():
-        folder = _download_dataset(source)
+    try:
+        folder = local_folder(source, "dataset")
+    except ValueError as error:
+        raise ValueError(f"{error} Or name a corpus preset: {', '.join(sorted(PRESETS))}.") from error
     config = load_corpus_config(folder)
     params = load_hmm_params(folder)
     return Corpus(load_exported_splits(folder), config, params, str(source))
@@ -68,24 +68,18 @@ def load_exported_splits(folder: Path):
     return load_dataset("parquet", data_files=files)
 
 
-def _download_dataset(repo_id: str) -> Path:
-    try:
-        return Path(snapshot_download(repo_id, repo_type="dataset"))
-    except Exception as error:  # offline, unknown repo, no access
-        raise ValueError(
-            f"{repo_id!r} is neither a corpus preset ({', '.join(sorted(PRESETS))}), a corpus "
-            f"folder, nor a reachable Hub dataset repo ({type(error).__name__}: {error})."
-        ) from error
-
-
 def checkpoint_corpus(model: str) -> HMMMixtureConfig:
-    """The corpus config a checkpoint folder carries (written by scripts/train.py)."""
-    if not (Path(model) / CONFIG_FILENAME).is_file():
+    """The corpus config a checkpoint carries (written by scripts/train.py): a folder or a Hub model id."""
+    try:
+        folder = local_folder(model, "model", [CONFIG_FILENAME])
+    except ValueError as error:
+        raise ValueError(f"--model {model}: {error}") from error
+    if not (folder / CONFIG_FILENAME).is_file():
         raise ValueError(
             f"--model {model} carries no {CONFIG_FILENAME} (it was not written by scripts/train.py): "
             "pass --data <corpus preset, folder or Hub dataset id>."
         )
-    return load_corpus_config(model)
+    return load_corpus_config(folder)
 
 
 def check_model_fits_corpus(model_config, corpus_config: HMMMixtureConfig) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 import datasets
 import numpy as np
 import pyarrow.parquet as pq
-from huggingface_hub import DatasetCard, DatasetCardData
+from huggingface_hub import DatasetCard, DatasetCardData, snapshot_download
 
 from model_cards import CITATION, DATASET_CARD_MARKER, DATASET_CARD_TEMPLATE
 
@@ -357,19 +357,34 @@ def load_corpus_config(source) -> HMMMixtureConfig:
     return HMMMixtureConfig.from_dict(json.loads(description.split(CONFIG_MARKER, 1)[1]))
 
 
+def local_folder(source: str | os.PathLike, repo_type: str, files: list[str] | None = None) -> Path:
+    """`source` if it is a folder, else a local copy of the Hub repo it names (only `files`,
+    when given); `ValueError` saying why not (no such folder, offline, unknown repo, no access)."""
+    folder = Path(source)
+    if folder.is_dir():
+        return folder
+    try:
+        return Path(snapshot_download(str(source), repo_type=repo_type, allow_patterns=files))
+    except Exception as error:
+        reason = " ".join(str(error).split())
+        raise ValueError(
+            f"{str(source)!r} is neither a folder nor a reachable Hub {repo_type} repo "
+            f"({type(error).__name__}: {reason})."
+        ) from error
+
+
 def load_hmm_params(source) -> HMMParams:
     """The HMM parameters of a corpus.
 
-    `source` is an exported folder (reads `hmm_params.safetensors` and checks it against
-    the folder's generation config), a dataset returned by `load_dataset("hmm_mixture",
-    ...)` (regenerated from its config, which is deterministic), or an `HMMMixtureConfig`.
+    `source` is an exported folder or the Hub dataset repo it was pushed to (reads
+    `hmm_params.safetensors` and checks it against the folder's generation config), a
+    dataset returned by `load_dataset("hmm_mixture", ...)` (regenerated from its config,
+    which is deterministic), or an `HMMMixtureConfig`.
     """
     if isinstance(source, HMMMixtureConfig):
         return params_for_config(source)
     if isinstance(source, (str, os.PathLike)):
-        folder = Path(source)
-        if not folder.is_dir():
-            raise ValueError(f"{folder} is not a folder: pass the corpus folder written by export_corpus.")
+        folder = local_folder(source, "dataset", [PARAMS_FILENAME, CONFIG_FILENAME])
         path = folder / PARAMS_FILENAME
         if not path.is_file():
             raise ValueError(

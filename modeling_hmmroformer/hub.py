@@ -2,9 +2,11 @@
 
 `plan_model_upload` / `plan_dataset_upload` check a folder and list exactly which file goes
 where (training state such as optimizer pickles and `checkpoint-*` folders stays home; the
-card is rendered for the repo it goes to); `push_plan` sends a plan through a client with
-`HfApi`'s `create_repo` and `create_commit` (the tests pass a fake one). Nothing here
-touches the network but the client.
+card is rendered for the repo it goes to): our own code, since the library has no such
+check. `push_plan` sends a plan with the library's own `HfApi.create_repo` and
+`create_commit` (one commit: the repo gets all of the plan's files or none of them), to the
+Hub or to the endpoint given (as `HF_ENDPOINT` does; the tests run a Hub server on
+127.0.0.1, `tests/hub_server.py`). Nothing here touches the network but `push_plan`.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from huggingface_hub import CommitOperationAdd
+from huggingface_hub import CommitOperationAdd, HfApi
 from huggingface_hub.utils import HFValidationError, validate_repo_id
 
 from hmm_datasets.export import CONFIG_FILENAME, DATA_DIR, PARAMS_FILENAME, dataset_card_for_folder
@@ -23,6 +25,7 @@ from model_cards.render import render_model_card
 
 from .summary import summarize_model_folder
 
+HUB = "https://huggingface.co"
 CODE_FILES = ("configuration_hmm_roformer.py", "modeling_hmm_roformer.py")
 TRAINING_STATE_SUFFIXES = (
     ".bin",
@@ -188,9 +191,9 @@ def human_size(size: int) -> str:
     return f"{value:.1f} GB"
 
 
-def format_plan(plan: UploadPlan) -> str:
+def format_plan(plan: UploadPlan, endpoint: str = HUB) -> str:
     """What would go where, with sizes: the `--dry-run` output."""
-    url = f"https://huggingface.co/{'datasets/' if plan.repo_type == 'dataset' else ''}{plan.repo_id}"
+    url = f"{endpoint.rstrip('/')}/{'datasets/' if plan.repo_type == 'dataset' else ''}{plan.repo_id}"
     lines = [f"{plan.repo_type} repo {plan.repo_id} ({'private' if plan.private else 'public'}): {url}"]
     width = max(len(planned.path_in_repo) for planned in plan.files)
     for planned in plan.files:
@@ -203,12 +206,14 @@ def format_plan(plan: UploadPlan) -> str:
     return "\n".join(lines)
 
 
-def push_plan(plan: UploadPlan, client) -> str:
+def push_plan(plan: UploadPlan, endpoint: str | None = None, token: str | None = None) -> str:
     """Create the repo (if needed) and upload the plan's files in one commit; returns the commit URL.
 
-    `client` has `HfApi`'s `create_repo` and `create_commit` (an `HfApi()` for the real Hub).
+    `endpoint`: the Hub's address (default: `HF_ENDPOINT` as `huggingface_hub` read it, else
+    https://huggingface.co); `token`: default the one `hf auth login` saved or `HF_TOKEN`.
     """
-    client.create_repo(plan.repo_id, repo_type=plan.repo_type, private=plan.private, exist_ok=True)
+    api = HfApi(endpoint=endpoint, token=token)
+    api.create_repo(plan.repo_id, repo_type=plan.repo_type, private=plan.private, exist_ok=True)
     operations = [
         CommitOperationAdd(
             path_in_repo=planned.path_in_repo,
@@ -216,10 +221,10 @@ def push_plan(plan: UploadPlan, client) -> str:
         )
         for planned in plan.files
     ]
-    info = client.create_commit(
+    info = api.create_commit(
         repo_id=plan.repo_id,
         repo_type=plan.repo_type,
         operations=operations,
         commit_message=f"Upload {plan.repo_type} from hmm-roformer ({len(operations)} files)",
     )
-    return str(getattr(info, "commit_url", info))
+    return str(info.commit_url)

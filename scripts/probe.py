@@ -22,10 +22,13 @@ import yaml
 
 import modeling_hmmroformer  # noqa: F401  (registers the Auto classes)
 from hmm_datasets.corpus import checkpoint_corpus, open_corpus
+from hmm_datasets.export import local_folder
 from probing import load_hmm_roformer
 from probing.capture import untrained_twin
 from probing.plots import write_probe_results
 from probing.run import ProbeConfig, format_summary, run_probing
+
+TRAINING_CONFIG = "training_config.yaml"
 
 
 def integers(text: str) -> tuple[int, ...]:
@@ -36,8 +39,9 @@ def integers(text: str) -> tuple[int, ...]:
 
 
 def training_seed(model: str) -> int:
-    """The seed a checkpoint was trained with (its training_config.yaml), else the Trainer's default 42."""
-    path = Path(model) / "training_config.yaml"
+    """The seed a checkpoint (folder or Hub id) was trained with (its training_config.yaml), else
+    the Trainer's default 42."""
+    path = local_folder(model, "model", [TRAINING_CONFIG]) / TRAINING_CONFIG
     if not path.is_file():
         return 42
     return int((yaml.safe_load(path.read_text()).get("training") or {}).get("seed", 42))

@@ -10,19 +10,22 @@ auto_map, the corpus and run configs, the HMM parameters, the figures and result
 model card rendered for the repo; checkpoints, logs and pickled training state stay home.
 --dataset uploads the Parquet shards, the HMM parameters, the config and the dataset card.
 --dry-run prints what would go where, with sizes, and touches no network. Log in first
-with `hf auth login` (or set HF_TOKEN).
+with `hf auth login` (or set HF_TOKEN). The files go up in one commit through
+`huggingface_hub` (create_repo, create_commit): a failed upload leaves the repo as it was.
+--endpoint (default: $HF_ENDPOINT, else the Hub) sends them to another Hub server, such as
+the test suite's `tests/hub_server.py`.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
-from modeling_hmmroformer.hub import format_plan, plan_dataset_upload, plan_model_upload, push_plan
+from modeling_hmmroformer.hub import HUB, format_plan, plan_dataset_upload, plan_model_upload, push_plan
 
 
-def main(argv: list[str] | None = None, client=None) -> int:
-    """`client`: an object with HfApi's create_repo and create_commit (default: `HfApi()`)."""
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -37,6 +40,11 @@ def main(argv: list[str] | None = None, client=None) -> int:
     )
     parser.add_argument("--private", action="store_true", help="create the repo private")
     parser.add_argument("--dry-run", action="store_true", help="print the planned upload; no network")
+    parser.add_argument(
+        "--endpoint",
+        default=os.environ.get("HF_ENDPOINT") or HUB,
+        help="the Hub server (default: $HF_ENDPOINT, else %(default)s)",
+    )
     args = parser.parse_args(argv)
     if args.dataset and args.dataset_repo_id:
         parser.error("--dataset-repo-id goes with --model (it names the corpus in the model card)")
@@ -50,19 +58,18 @@ def main(argv: list[str] | None = None, client=None) -> int:
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    print(format_plan(plan))
+    print(format_plan(plan, args.endpoint))
     if args.dry_run:
         print("dry run: nothing was uploaded")
         return 0
-    if client is None:
-        from huggingface_hub import HfApi
-
-        client = HfApi()
     try:
-        url = push_plan(plan, client)
-    except Exception as error:  # the Hub's errors: not logged in, no write access, offline
+        url = push_plan(plan, args.endpoint)
+    except Exception as error:  # the Hub's errors: not logged in, no write access, offline, a server fault
+        reason = " ".join(str(error).split())  # one line: the client's messages span several
         print(
-            f"error: the upload to {args.repo_id} failed ({type(error).__name__}: {error})", file=sys.stderr
+            f"error: the upload to {args.repo_id} at {args.endpoint} failed; no new revision was published "
+            f"({type(error).__name__}: {reason})",
+            file=sys.stderr,
         )
         return 1
     print(f"uploaded: {url}")

@@ -67,7 +67,7 @@ def test_a_folder_without_parameters_says_how_to_fix_it(exported, tmp_path):
     (bare / "hmm_mixture_config.json").write_text((exported / "hmm_mixture_config.json").read_text())
     with pytest.raises(ValueError, match=f"has no {PARAMS_FILENAME}.*scripts/generate.py"):
         hmm_datasets.load_hmm_params(bare)
-    with pytest.raises(ValueError, match="is not a folder"):
+    with pytest.raises(ValueError, match="neither a folder nor a reachable Hub dataset repo"):
         hmm_datasets.load_hmm_params(tmp_path / "nowhere")
     with pytest.raises(ValueError, match="no hmm_mixture_config.json"):
         hmm_datasets.load_corpus_config(tmp_path)

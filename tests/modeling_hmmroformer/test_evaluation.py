@@ -95,7 +95,7 @@ def test_a_model_with_a_smaller_vocabulary_is_refused(data):
 
 
 def test_unknown_data_is_refused():
-    with pytest.raises(ValueError, match="neither a corpus preset"):
+    with pytest.raises(ValueError, match="neither a folder nor a reachable Hub dataset repo.*corpus preset"):
         load_evaluation_data("no-such-corpus")
 
 

@@ -1,0 +1,350 @@
+"""The Hub round trip on the real clients: `scripts/push_to_hub.py` (huggingface_hub) to the Hub
+server of `tests/hub_server.py` on 127.0.0.1, then `from_pretrained`, `load_dataset`,
+`load_hmm_params` and the analysis scripts by repo id, each in a fresh process (the endpoint is
+read when huggingface_hub is imported, and the suite runs offline)."""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+import hmm_datasets
+import modeling_hmmroformer  # noqa: F401 - registers the Auto classes for the local reference
+from modeling_hmmroformer.hub import plan_dataset_upload, plan_model_upload
+
+ROOT = Path(__file__).resolve().parents[2]
+PLUGIN_MODULES = ("hmm_datasets", "modeling_hmmroformer", "probing", "model_cards")
+MODEL, CORPUS = "org/hmm-roformer-tiny", "org/hmm-mixture-tiny"
+
+
+class HubServer:
+    """`tests/hub_server.py` in its own process, state under `root`."""
+
+    def __init__(self, root: Path, fault: str | None = None):
+        self.root = root
+        command = [sys.executable, str(ROOT / "tests" / "hub_server.py"), "--root", str(root), "--port", "0"]
+        if fault:
+            command += ["--fault", fault]
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+        self.url = self.process.stdout.readline().strip()
+        assert self.url.startswith("http://127.0.0.1:"), self.url
+
+    def requests(self) -> list[str]:
+        log = self.root / "requests.log"
+        return log.read_text().splitlines() if log.is_file() else []
+
+    def head(self, repo_key: str) -> str:
+        """The commit `main` points at, as the server stored it."""
+        return json.loads((self.root / "repos.json").read_text())[repo_key]["refs"]["main"]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    server = HubServer(tmp_path_factory.mktemp("hub"))
+    yield server
+    server.stop()
+
+
+def client_env(hub: HubServer, home: Path) -> dict:
+    """The environment of a client process: this server, plain LFS, its own cache, a token."""
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")}
+    env.update(
+        HF_ENDPOINT=hub.url,
+        HF_HUB_DISABLE_XET="1",
+        HF_HOME=str(home),
+        HF_TOKEN="hf_round_trip_test",
+        HF_HUB_DISABLE_TELEMETRY="1",
+        HF_HUB_DISABLE_PROGRESS_BARS="1",
+    )
+    return env
+
+
+def run_client(
+    hub: HubServer, folder: Path, source: str, *, plugin: bool = True
+) -> subprocess.CompletedProcess:
+    """Python `source` in a fresh process talking to `hub` (no module of this package importable
+    unless `plugin`); its working folder and Hub cache are under `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    blocker = "" if plugin else f"import sys\nfor name in {PLUGIN_MODULES!r}:\n    sys.modules[name] = None\n"
+    return subprocess.run(
+        [sys.executable, "-c", blocker + textwrap.dedent(source)],
+        cwd=folder,
+        env=client_env(hub, folder / "hf_home"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def run_script(hub: HubServer, folder: Path, script: str, *arguments: str) -> subprocess.CompletedProcess:
+    folder.mkdir(parents=True, exist_ok=True)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / script), *arguments],
+        cwd=folder,
+        env=client_env(hub, folder / "hf_home"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def checked(done: subprocess.CompletedProcess) -> str:
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def published(hub, reproduced_tiny, tmp_path_factory):
+    """The tiny reproduction's corpus and model (private), pushed by the script."""
+    out, _ = reproduced_tiny
+    folder = tmp_path_factory.mktemp("push")
+    corpus = checked(
+        run_script(hub, folder, "push_to_hub.py", "--dataset", str(out / "corpus"), "--repo-id", CORPUS)
+    )
+    model = checked(
+        run_script(
+            hub,
+            folder,
+            "push_to_hub.py",
+            "--model",
+            str(out / "model"),
+            "--repo-id",
+            MODEL,
+            "--dataset-repo-id",
+            CORPUS,
+            "--private",
+        )
+    )
+    assert f"uploaded: {hub.url}/datasets/{CORPUS}/commit/" in corpus
+    assert f"uploaded: {hub.url}/{MODEL}/commit/" in model
+    return out
+
+
+def local_logits(model_folder: Path, ids: np.ndarray) -> np.ndarray:
+    model = AutoModelForCausalLM.from_pretrained(model_folder).eval()
+    with torch.no_grad():
+        return model(torch.as_tensor(ids)).logits.numpy()
+
+
+def test_the_server_holds_exactly_the_planned_files(hub, published):
+    for kind, repo_id, plan in (
+        ("model", MODEL, plan_model_upload(published / "model", MODEL, private=True, dataset_repo_id=CORPUS)),
+        ("dataset", CORPUS, plan_dataset_upload(published / "corpus", CORPUS)),
+    ):
+        record = json.loads((hub.root / "repos.json").read_text())[f"{kind}:{repo_id}"]
+        files = record["commits"][record["refs"]["main"]]["files"]
+        assert sorted(files) == [planned.path_in_repo for planned in plan.files]
+        for planned in plan.files:
+            content = planned.content if planned.content is not None else planned.source.read_bytes()
+            assert files[planned.path_in_repo]["sha256"] == hashlib.sha256(content).hexdigest()
+        assert files["README.md"]["lfs"] is False and any(entry["lfs"] for entry in files.values())
+        assert record["private"] is (kind == "model")
+
+
+def test_the_model_loads_by_repo_id_without_the_plugin_and_with_it(hub, published, tmp_path):
+    out = published
+    ids = hmm_datasets.open_corpus(str(out / "corpus")).splits["test"].with_format("numpy")["input_ids"][:4]
+    np.save(tmp_path / "ids.npy", ids)
+    without = f"""
+        import json, numpy as np, torch
+        from huggingface_hub import HfApi, ModelCard
+        from transformers import AutoModel, AutoModelForCausalLM
+        ids = torch.as_tensor(np.load("{tmp_path / "ids.npy"}"))
+        lm = AutoModelForCausalLM.from_pretrained("{MODEL}", trust_remote_code=True).eval()
+        base = AutoModel.from_pretrained("{MODEL}", trust_remote_code=True).eval()
+        with torch.no_grad():
+            np.save("logits.npy", lm(ids).logits.numpy())
+            np.save("hidden.npy", base(ids).last_hidden_state.numpy())
+        card = ModelCard.load("{MODEL}")
+        results = [[r.metric_type, r.metric_value, r.dataset_type] for r in card.data.eval_results]
+        print(json.dumps({{"class": type(lm).__name__, "base": type(base).__name__,
+                          "private": HfApi().model_info("{MODEL}").private, "results": results}}))
+    """
+    report = json.loads(
+        checked(run_client(hub, tmp_path / "without", without, plugin=False)).splitlines()[-1]
+    )
+    reference = local_logits(out / "model", ids)
+    np.testing.assert_array_equal(np.load(tmp_path / "without" / "logits.npy"), reference)
+    assert (report["class"], report["base"], report["private"]) == (
+        "HMMRoFormerForCausalLM",
+        "HMMRoFormerModel",
+        True,
+    )
+    assert np.load(tmp_path / "without" / "hidden.npy").shape == (*ids.shape, 32)
+    # model-index: the pushed card's numbers are the pushed figure1.json's
+    figure1 = json.loads((out / "model" / "figure1" / "figure1.json").read_text())["model_vs_bayes"]
+    by_type = {metric: (value, dataset) for metric, value, dataset in report["results"]}
+    assert by_type["agreement"] == (round(figure1["agreement"], 4), CORPUS)
+    assert by_type["kl_divergence"] == (round(figure1["kl_bayes_model"], 4), CORPUS)
+
+    with_plugin = f"""
+        import numpy as np, torch
+        import modeling_hmmroformer
+        from transformers import AutoModelForCausalLM
+        lm = AutoModelForCausalLM.from_pretrained("{MODEL}").eval()  # no trust_remote_code
+        with torch.no_grad():
+            np.save("logits.npy", lm(torch.as_tensor(np.load("{tmp_path / "ids.npy"}"))).logits.numpy())
+    """
+    checked(run_client(hub, tmp_path / "with", with_plugin))
+    np.testing.assert_array_equal(np.load(tmp_path / "with" / "logits.npy"), reference)
+
+
+def test_the_corpus_loads_by_repo_id_with_its_parameters(hub, published, tmp_path):
+    out = published
+    source = f"""
+        import json, numpy as np
+        from datasets import load_dataset
+        from huggingface_hub import DatasetCard
+        import hmm_datasets
+        ds = load_dataset("{CORPUS}")
+        arrays = {{f"{{split}}/{{column}}": ds[split].with_format("numpy")[column]
+                  for split in ds for column in ds[split].column_names}}
+        np.savez("splits.npz", **arrays)
+        params = hmm_datasets.load_hmm_params("{CORPUS}")
+        np.savez("params.npz", transitions=params.transitions, emissions=params.emissions)
+        ids = ds["test"].with_format("numpy")["input_ids"][:8]
+        probs = hmm_datasets.BayesOptimalPredictor(params).next_token_probs(ids)
+        np.save("bayes.npy", probs.cpu().numpy())
+        card = DatasetCard.load("{CORPUS}", repo_type="dataset")
+        print(json.dumps({{"configs": card.data.configs, "splits": sorted(ds)}}))
+    """
+    report = json.loads(checked(run_client(hub, tmp_path, source)).splitlines()[-1])
+    local = hmm_datasets.open_corpus(str(out / "corpus"))
+    pushed = np.load(tmp_path / "splits.npz")
+    assert report["splits"] == sorted(local.splits)
+    expected = {
+        f"{split}/{column}": local.splits[split].with_format("numpy")[column]
+        for split in local.splits
+        for column in local.splits[split].column_names
+    }
+    assert sorted(pushed.files) == sorted(expected)
+    for key, values in expected.items():
+        np.testing.assert_array_equal(pushed[key], values, err_msg=key)
+    params = np.load(tmp_path / "params.npz")
+    np.testing.assert_array_equal(params["transitions"], local.params.transitions)
+    np.testing.assert_array_equal(params["emissions"], local.params.emissions)
+    ids = local.splits["test"].with_format("numpy")["input_ids"][:8]
+    bayes = hmm_datasets.BayesOptimalPredictor(local.params).next_token_probs(ids).cpu().numpy()
+    np.testing.assert_array_equal(np.load(tmp_path / "bayes.npy"), bayes)
+    (config,) = report["configs"]  # what load_dataset read: one config, a pattern per split
+    assert {entry["split"]: entry["path"] for entry in config["data_files"]} == {
+        split: f"data/{split}-*.parquet" for split in sorted(local.splits)
+    }
+
+
+PROBE_SETTINGS = ["--num-probe-tasks", "4", "--rows-per-task", "8", "--positions-per-row", "8"]
+PROBE_SETTINGS += ["--distances", "1,2", "--shuffle-rows", "16", "--num-resamples", "50", "--quiet"]
+
+
+def test_the_analysis_scripts_give_the_same_numbers_from_repo_ids(hub, published, tmp_path):
+    out = published
+    for name, model, data in (
+        ("local", str(out / "model"), str(out / "corpus")),
+        ("hub", MODEL, CORPUS),
+    ):
+        folder = tmp_path / name
+        checked(
+            run_script(
+                hub, folder, "probe.py", "--model", model, "--data", data, "--out", "probes", *PROBE_SETTINGS
+            )
+        )
+        checked(
+            run_script(
+                hub, folder, "figure1.py", "--model", model, "--data", data, "--rows", "32", "--out", "fig1"
+            )
+        )
+    local, remote = (
+        json.loads((tmp_path / n / "probes" / "probe_results.json").read_text()) for n in ("local", "hub")
+    )
+    assert remote["records"] == local["records"] and remote["patterns"] == local["patterns"]
+    local, remote = (
+        json.loads((tmp_path / n / "fig1" / "figure1.json").read_text()) for n in ("local", "hub")
+    )
+    assert remote == local
+
+
+def test_a_second_push_is_one_new_commit_and_the_old_revision_still_loads(hub, published, tmp_path):
+    out = published
+    before = hub.head(f"model:{MODEL}")
+    changed = tmp_path / "model"
+    shutil.copytree(out / "model", changed)
+    model = AutoModelForCausalLM.from_pretrained(changed)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(2.0)
+    model.save_pretrained(changed)
+    checked(run_script(hub, tmp_path, "push_to_hub.py", "--model", str(changed), "--repo-id", MODEL))
+    commits = json.loads((hub.root / "repos.json").read_text())[f"model:{MODEL}"]["commits"]
+    after = hub.head(f"model:{MODEL}")
+    assert after != before and commits[after]["parent"] == before
+    ids = np.zeros((1, 8), dtype=np.int64)
+    np.save(tmp_path / "ids.npy", ids)
+    source = f"""
+        import json, numpy as np, torch
+        from huggingface_hub import HfApi
+        from transformers import AutoModelForCausalLM
+        ids = torch.as_tensor(np.load("{tmp_path / "ids.npy"}"))
+        for name, revision in (("old", "{before}"), ("new", None)):
+            lm = AutoModelForCausalLM.from_pretrained("{MODEL}", revision=revision, trust_remote_code=True)
+            with torch.no_grad():
+                np.save(name + ".npy", lm.eval()(ids).logits.numpy())
+        print(json.dumps({{"private": HfApi().model_info("{MODEL}").private}}))
+    """
+    report = json.loads(checked(run_client(hub, tmp_path / "client", source, plugin=False)).splitlines()[-1])
+    assert report["private"] is True  # kept: the second push did not ask for it
+    np.testing.assert_array_equal(np.load(tmp_path / "client" / "old.npy"), local_logits(out / "model", ids))
+    np.testing.assert_array_equal(np.load(tmp_path / "client" / "new.npy"), local_logits(changed, ids))
+
+
+def test_a_bad_folder_is_refused_before_any_request(hub, published, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(published / "model", broken)
+    (broken / "modeling_hmm_roformer.py").unlink()
+    seen = len(hub.requests())
+    done = run_script(hub, tmp_path, "push_to_hub.py", "--model", str(broken), "--repo-id", MODEL)
+    assert done.returncode == 2 and done.stderr.startswith("error:") and "lacks the model code" in done.stderr
+    assert len(hub.requests()) == seen
+
+
+@pytest.mark.parametrize("fault", ["commit-500", "die-on-upload"])
+def test_a_server_fault_is_one_error_line_and_leaves_the_repo_as_it_was(reproduced_tiny, tmp_path, fault):
+    out, _ = reproduced_tiny
+    root = tmp_path / "hub"
+    healthy = HubServer(root)
+    try:
+        checked(
+            run_script(
+                healthy, tmp_path, "push_to_hub.py", "--dataset", str(out / "corpus"), "--repo-id", CORPUS
+            )
+        )
+    finally:
+        healthy.stop()
+    before = healthy.head(f"dataset:{CORPUS}")
+    faulty = HubServer(root, fault=fault)
+    try:
+        changed = tmp_path / "corpus"
+        shutil.copytree(out / "corpus", changed)
+        (changed / "extra.npy").write_bytes(os.urandom(2048))  # a new LFS object: it must go up
+        done = run_script(faulty, tmp_path, "push_to_hub.py", "--dataset", str(changed), "--repo-id", CORPUS)
+    finally:
+        faulty.stop()
+    assert done.returncode == 1, done.stderr[-2000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "no new revision was published" in errors[0], done.stderr[-2000:]
+    assert healthy.head(f"dataset:{CORPUS}") == before
+    assert not list((root / "blobs").glob("*.partial"))  # no half-written blob either
