@@ -1,6 +1,6 @@
 """The depth-and-seed study: do the paper's layerwise claims hold at the paper's depth?
 
-    python scripts/study.py                          # default: depths 2,4,8,16 x seeds 0,1,2 (2 CPU cores, ~2.5 h)
+    python scripts/study.py                          # default: depths 2,4,8,16 x seeds 0,1,2 (2 CPU cores: about 2 h)
     python scripts/study.py --study quick --out /tmp/q   # tiny models, seconds (the test suite runs it)
     python scripts/study.py --depths 8 16 --seeds 0 1 2 3 --out runs/study-deep
     python scripts/study.py --redo lemma1            # redo Lemma 1 and every later stage
