@@ -1,6 +1,6 @@
 """The one override syntax of every script: `--section.field value` (or `--section.field=value`).
 
-    accelerate launch scripts/train.py configs/small.yaml --model.num_hidden_layers 8 --training.learning_rate 1e-3
+    accelerate launch --cpu --num_processes 1 scripts/train.py configs/small.yaml --model.num_hidden_layers 8 --training.learning_rate 1e-3
     python scripts/reproduce.py --preset small --training.max_steps 2800
     python scripts/generate.py --preset small --corpus.num_tasks 64 --out runs/corpus
 

@@ -135,6 +135,12 @@ def in_context_scores(model_log_probs, input_ids, bayes_probs, oracle_probs, lay
     `kl_bayes_model` and `excess_nll` (nats/token).
     """
     ids = torch.as_tensor(np.asarray(input_ids) if not torch.is_tensor(input_ids) else input_ids).long().cpu()
+    for name, probs in (("bayes_probs", bayes_probs), ("oracle_probs", oracle_probs)):
+        if not hasattr(probs, "shape"):
+            raise TypeError(
+                f"{name} must be next-token probabilities [B, L, V+1], not a {type(probs).__name__}: "
+                f"pass bayes.next_token_probs(input_ids) (or bayes.oracle_next_token_probs(input_ids, task_ids))."
+            )
     bayes_probs, oracle_probs = torch.as_tensor(bayes_probs).cpu(), torch.as_tensor(oracle_probs).cpu()
     num_tokens = bayes_probs.shape[-1]
     model_probs = torch.as_tensor(model_log_probs).cpu()[..., :num_tokens].double().exp()

@@ -127,6 +127,7 @@ def render_model_card(
         marker=MODEL_CARD_MARKER,
         title=name,
         location=repo_id or location,
+        repo_id=repo_id,
         summary=summary,
         results_section=render_results_section(summary),
         corpus=corpus,

@@ -8,7 +8,7 @@ A run is one YAML file with five sections, any value overridable on the command 
     training: {<TrainingArguments field>: value, ...}
     run:      {loss_mask: all | observations | test, vary_num_demos: false, eval_rows: 256}
 
-    accelerate launch --cpu scripts/train.py --config configs/small.yaml --model.num_hidden_layers 8
+    accelerate launch --cpu --num_processes 1 scripts/train.py --config configs/small.yaml --model.num_hidden_layers 8
 
 Every checkpoint is a `save_pretrained` folder (with the model code) plus the resolved run
 config and the corpus config; the final model folder also holds the HMM parameters, so

@@ -1,6 +1,6 @@
 """Reproduce arXiv 2506.01919 end to end: corpus, training, Figure 1, probes, cards, REPORT.md.
 
-    python scripts/reproduce.py --preset small                    # 2 CPU cores, about 12 minutes
+    python scripts/reproduce.py --preset small                    # 2 CPU cores: 5.5 min (Intel) to 12 min (AMD), results/small
     python scripts/reproduce.py --preset paper --out runs/paper   # one GPU
     python scripts/reproduce.py --preset small --redo probe       # rerun the probes and what follows
     python scripts/reproduce.py --preset small --training.max_steps 2800 --out runs/small-longer
@@ -8,7 +8,7 @@
 Any value of the preset's run config (configs/<preset>.yaml) is overridden with
 --section.field value (sections: corpus, data, model, training, run).
 
-A rerun of the same command skips every complete stage (corpus, train, evaluate, probe,
+A rerun of the same command skips every complete stage (corpus, train, evaluate, probe, memory,
 model, report) and redoes an interrupted one; training resumes from its last complete
 checkpoint. See modeling_hmmroformer/reproduce.py for the folder layout.
 """

@@ -74,3 +74,18 @@ def reproduced_tiny(tmp_path_factory):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return out, done.stdout
+
+
+@pytest.fixture(scope="session")
+def quick_studied(tmp_path_factory):
+    """`scripts/study.py --study quick`, end to end, once per session: (folder, its stdout)."""
+    import subprocess
+    import sys
+
+    out = tmp_path_factory.mktemp("study") / "quick"
+    command = [sys.executable, str(ROOT / "scripts" / "study.py"), "--study", "quick", "--out", str(out)]
+    done = subprocess.run(
+        [*command, "--quiet"], capture_output=True, text=True, cwd=ROOT, timeout=600, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out, done.stdout

@@ -83,3 +83,15 @@ def test_the_report_has_the_results_the_stage_times_and_the_files(summary):
     assert render_results_section(summary) in report
     assert "| corpus | 1.5 s |" in report and "**11.5 s**" in report
     assert "| `REPORT.md` | this report |" in report
+
+
+def test_the_rerun_commands_write_where_the_card_picks_the_results_up(summary):
+    folder_card = render_model_card(summary, location="runs/x/model").text
+    assert "python scripts/probe.py --model runs/x/model   #" in folder_card  # default out: <model>/probes
+    assert "python scripts/figure1.py --model runs/x/model   #" in folder_card
+    assert "--out" not in folder_card and "into `runs/x/model`, where this card picks them up" in folder_card
+    hub_card = render_model_card(
+        summary, location="runs/x/model", repo_id="org/m", dataset_repo_id="org/d"
+    ).text
+    assert "python scripts/probe.py --model org/m --data org/d --out probes   #" in hub_card
+    assert "python scripts/figure1.py --model org/m --data org/d --out figure1   #" in hub_card

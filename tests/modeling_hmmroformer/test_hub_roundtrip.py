@@ -91,10 +91,24 @@ def run_client(
     )
 
 
-def run_script(hub: HubServer, folder: Path, script: str, *arguments: str) -> subprocess.CompletedProcess:
+# The client retries a failed request 5 times, waiting 1, 2, 4, 8, 8 s: the fault tests keep the
+# retries and cut the waits to 10 ms.
+SHORT_BACKOFF = (
+    "import runpy, sys, time\n"
+    "_sleep = time.sleep\n"
+    "time.sleep = lambda seconds: _sleep(min(seconds, 0.01))\n"
+    "sys.argv = sys.argv[1:]\n"
+    "runpy.run_path(sys.argv[0], run_name='__main__')\n"
+)
+
+
+def run_script(
+    hub: HubServer, folder: Path, script: str, *arguments: str, short_backoff: bool = False
+) -> subprocess.CompletedProcess:
     folder.mkdir(parents=True, exist_ok=True)
+    launcher = ["-c", SHORT_BACKOFF] if short_backoff else []
     return subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / script), *arguments],
+        [sys.executable, *launcher, str(ROOT / "scripts" / script), *arguments],
         cwd=folder,
         env=client_env(hub, folder / "hf_home"),
         capture_output=True,
@@ -340,7 +354,16 @@ def test_a_server_fault_is_one_error_line_and_leaves_the_repo_as_it_was(reproduc
         changed = tmp_path / "corpus"
         shutil.copytree(out / "corpus", changed)
         (changed / "extra.npy").write_bytes(os.urandom(2048))  # a new LFS object: it must go up
-        done = run_script(faulty, tmp_path, "push_to_hub.py", "--dataset", str(changed), "--repo-id", CORPUS)
+        done = run_script(
+            faulty,
+            tmp_path,
+            "push_to_hub.py",
+            "--dataset",
+            str(changed),
+            "--repo-id",
+            CORPUS,
+            short_backoff=True,
+        )
     finally:
         faulty.stop()
     assert done.returncode == 1, done.stderr[-2000:]

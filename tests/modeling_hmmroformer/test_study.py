@@ -31,30 +31,8 @@ def quick_study(out, **changes):
     return make_study("quick", out, configs_dir=ROOT / "configs", progress=False, **changes)
 
 
-@pytest.fixture(scope="module")
-def studied(tmp_path_factory):
-    """The quick study, run once through the script (the suite's end-to-end run)."""
-    out = tmp_path_factory.mktemp("study") / "quick"
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "scripts" / "study.py"),
-            "--study",
-            "quick",
-            "--out",
-            str(out),
-            "--quiet",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return out, done.stdout
-
-
-def test_the_quick_study_reports_every_claim_at_every_depth(studied):
-    out, stdout = studied
+def test_the_quick_study_reports_every_claim_at_every_depth(quick_studied):
+    out, stdout = quick_studied
     results = json.loads((out / "results.json").read_text())
     config = STUDIES["quick"]
     assert [d["depth"] for d in results["depths"]] == list(config.depths)
@@ -83,8 +61,8 @@ def test_the_quick_study_reports_every_claim_at_every_depth(studied):
     assert "layers: KL to Bayes" in stdout
 
 
-def test_a_rerun_skips_every_stage_and_other_settings_are_refused(studied):
-    out, _ = studied
+def test_a_rerun_skips_every_stage_and_other_settings_are_refused(quick_studied):
+    out, _ = quick_studied
     before = (out / "REPORT.md").read_text()
     logged = []
     run_study(quick_study(out), log=logged.append)

@@ -66,7 +66,8 @@ def test_the_shipped_configs_resolve_to_a_model_that_reads_their_corpus(name):
     run = load_run_config(ROOT / "configs" / f"{name}.yaml")
     corpus = run.corpus_config()
     model = build_model_config(run, corpus)
-    assert corpus.name.startswith(name) and model.vocab_size == corpus.vocab_size + 1
+    assert corpus == hmm_datasets.get_preset(name)  # the run trains on the corpus its preset names
+    assert model.vocab_size == corpus.vocab_size + 1
     assert model.max_position_embeddings >= corpus.sequence_length and model.num_hidden_layers >= 2
     if name == "paper":  # the paper's sizes and its 4096 steps of batch 32; GPU speed-ups on
         assert (model.num_hidden_layers, model.num_attention_heads, model.hidden_size) == (16, 16, 1024)

@@ -1,0 +1,121 @@
+"""The README and docs/ as a reader meets them: every Python block and command runs (at tiny
+size, in a scratch folder that holds a `tiny` reproduction), every relative link resolves,
+and the README's headline numbers are the committed results'."""
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("doc_blocks", ROOT / "tests" / "doc_blocks.py")
+doc_blocks = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(doc_blocks)
+at_tiny_size, block_problems, read_blocks = (
+    doc_blocks.at_tiny_size,
+    doc_blocks.block_problems,
+    doc_blocks.read_blocks,
+)
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+LINKED_FOLDERS = ("scripts", "configs", "benchmarks", "tests", "results", "model_cards")
+
+
+def page_id(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+@pytest.fixture(scope="session")
+def docs_workdir(tmp_path_factory, reproduced_tiny, quick_studied):
+    """A scratch folder laid out like a clone, where `scripts/reproduce.py --preset tiny` and
+    `scripts/study.py --study quick` have run (the suite's own runs, copied: a page's command
+    resumes them, as it would a reader's)."""
+    work = tmp_path_factory.mktemp("docs")
+    for name in LINKED_FOLDERS:
+        (work / name).symlink_to(ROOT / name)
+    shutil.copytree(reproduced_tiny[0], work / "runs" / "reproduce-tiny", symlinks=True)
+    shutil.copytree(quick_studied[0], work / "runs" / "study-quick", symlinks=True)
+    return work
+
+
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_every_block_of_the_page_runs(page, docs_workdir):
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "HF_HOME": str(docs_workdir / "hf_home"),
+        "HF_DATASETS_CACHE": str(docs_workdir / "datasets_cache"),
+        "MPLBACKEND": "Agg",
+    }
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "doc_blocks.py"), str(page)],
+        cwd=docs_workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-6000:]
+
+
+def test_every_block_is_run_or_shown_and_the_page_has_commands():
+    problems = [problem for page in PAGES for block in read_blocks(page) for problem in block_problems(block)]
+    assert problems == []
+    runnable = [block for block in read_blocks(ROOT / "README.md") if block.language in ("python", "bash")]
+    assert len([block for block in runnable if not block.skip_reason]) >= 3  # the quick starts
+
+
+def test_the_tiny_rewrite_keeps_what_is_not_a_preset_name():
+    assert at_tiny_size("python scripts/reproduce.py --preset small --out runs/reproduce-small") == (
+        "python scripts/reproduce.py --preset tiny --out runs/reproduce-tiny"
+    )
+    assert at_tiny_size('get_preset("paper"); bash benchmarks/paper_gpu.sh; probe_small.py') == (
+        'get_preset("tiny"); bash benchmarks/paper_gpu.sh; probe_small.py'
+    )
+    assert (
+        at_tiny_size("python scripts/study.py --out runs/study")
+        == "python scripts/study.py --study quick --out runs/study"
+    )
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+    return {_slug(line.lstrip("#")) for line in text.splitlines() if line.startswith("#")}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_every_relative_link_resolves(page):
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", target):
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (page.parent / path).resolve() if path else page
+        if not linked.exists() or (anchor and linked.suffix == ".md" and anchor not in _anchors(linked)):
+            broken.append(target)
+    assert broken == []
+
+
+def test_the_readme_headline_table_is_the_committed_small_results():
+    results = json.loads((ROOT / "results" / "small" / "results.json").read_text())
+    readme_rows = {
+        cells[0]: cells[1:3]
+        for line in (ROOT / "README.md").read_text().splitlines()
+        if line.startswith("| ") and len(cells := [cell.strip() for cell in line.strip("|").split("|")]) >= 3
+    }
+    shown = [row for row in results["in_context"]["headline"] if row["label"] in readme_rows]
+    assert len(shown) >= 4
+    for row in shown:
+        assert readme_rows[row["label"]] == [row["model"], row["bayes"]], row["label"]
