@@ -4,7 +4,7 @@ on 2 CPU cores, and which of the paper's patterns appear there, with their numbe
     python benchmarks/probe_small.py                          # probes runs/small/model
     python benchmarks/probe_small.py --model path/to/checkpoint
 
-Train the checkpoint first (README, Training). The probe run is the README's command, timed
+Train the checkpoint first (docs/training.md). The probe run is the docs command, timed
 as a user sees it (a fresh process: imports, model, corpus, capture, probes, shuffle test,
 figures). A second run in this process stores activations in float32 instead of float16 and
 reports the largest change of any probe accuracy. Writes results/probe_small.json and the
@@ -65,7 +65,7 @@ def main() -> int:
     model = Path(args.model)
     if not (model / "config.json").is_file():
         parser.error(
-            f"{model} is not a checkpoint: train one with configs/small.yaml first (README, Training)."
+            f"{model} is not a checkpoint: train one with configs/small.yaml first (docs/training.md)."
         )
     out = RESULTS / "probe_small"
     wall = run_probe_script(model, out)

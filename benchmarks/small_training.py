@@ -5,7 +5,7 @@ and KL(Bayes || model) <= 0.10 nats/token there, with accuracy rising with demon
     python benchmarks/small_training.py                          # train (about 9 minutes), then score
     python benchmarks/small_training.py --model runs/small/model  # score a run already made
 
-Training is the README's command, `accelerate launch --cpu --num_processes 1 scripts/train.py
+Training is the docs' command (docs/training.md), `accelerate launch --cpu --num_processes 1 scripts/train.py
 --config configs/small.yaml`. The in-training numbers are on validation rows (every
 `eval_steps`, `run.eval_rows` of them); Figure 1 is then measured on 512 test rows. Writes results/small_training.json.
 """

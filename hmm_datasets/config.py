@@ -191,7 +191,7 @@ def _check_int(name: str, value: Any, *, minimum: int, meaning: str) -> None:
 # not give its HMM distribution: dense random HMMs are nearly unpredictable even for the
 # oracle (PAPER.md), so both presets use sparse Dirichlet draws, which make the oracle
 # and the Bayes-optimal predictor accurate; `paper` adds rank-16 transitions (the
-# paper's Assumption 1). README ("The corpus") has their Bayes-optimal tables.
+# paper's Assumption 1). docs/bayes.md has their Bayes-optimal tables.
 PRESETS: dict[str, HMMMixtureConfig] = {
     "tiny": HMMMixtureConfig(
         name="tiny",

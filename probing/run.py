@@ -61,7 +61,7 @@ from .shuffle import PART_METRICS, WEIGHTED_TV_METRIC, shuffle_patterns, shuffle
 
 @dataclass
 class ProbeConfig:
-    """Every setting of a probing run (validated; see the README's Probing section)."""
+    """Every setting of a probing run (validated; see docs/probing.md)."""
 
     num_probe_tasks: int = 16
     rows_per_task: int = 64
