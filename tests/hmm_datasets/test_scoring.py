@@ -146,5 +146,7 @@ def test_evaluate_metric_equals_the_function(tiny):
 def test_the_predictor_object_in_place_of_its_probabilities_is_a_clear_error(tiny):
     config, ids, bayes, oracle = tiny
     predictor = BayesOptimalPredictor(sample_hmm_params(config), device="cpu")
-    with pytest.raises(TypeError, match=r"bayes_probs must be next-token probabilities .*bayes.next_token_probs"):
+    with pytest.raises(
+        TypeError, match=r"bayes_probs must be next-token probabilities .*bayes.next_token_probs"
+    ):
         in_context_scores(torch.log(bayes), ids, predictor, oracle, SampleLayout.from_config(config))
