@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from .bayes import BayesOptimalPredictor
+from .figures import pyplot, save_figure
 from .params import HMMParams
 from .scoring import next_token_scores
 
@@ -157,15 +158,6 @@ def lemma1(params: HMMParams, input_ids, task_ids, memories: Sequence[int]) -> d
     }
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 VARIANTS = {
     "mixture": ("C0", "Bayes-optimal, memory L vs full"),
     "oracle": ("C1", "oracle, memory L vs full"),
@@ -195,7 +187,7 @@ def _plot_tv(ax, memories: np.ndarray, curve: dict, color, label: str) -> float:
 
 def plot_lemma1(result: dict, path: str | Path) -> Path:
     """Mean TV vs L on a log axis with the fitted C exp(-rate L) lines (left), argmax agreement vs L (right)."""
-    plt = _pyplot()
+    plt = pyplot()
     memories = np.asarray(result["memories"])
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     smallest = np.inf
@@ -212,8 +204,4 @@ def plot_lemma1(result: dict, path: str | Path) -> Path:
     for ax in (left, right):
         ax.set_xlabel("memory L (tokens)")
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

@@ -14,17 +14,14 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-import matplotlib
 import numpy as np
 import torch
 
 from hmm_datasets import HMMMixtureConfig, HMMParams, SampleLayout
 from hmm_datasets.corpus import open_corpus
+from hmm_datasets.figures import pyplot, save_figure
 from hmm_datasets.predictors import Predictor, reference_predictors
 from hmm_datasets.scoring import EARLY_TOKENS, mean_over_tokens, scores_by_demo_count
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 
 @dataclass
@@ -175,7 +172,7 @@ LINES = {"model": ("C0", "-"), "bayes": ("k", "--"), "oracle": ("0.5", ":")}  # 
 def plot_figure1(result: dict, path: str | Path) -> Path:
     """Three panels: early and all-token accuracy vs demonstrations, accuracy vs test position."""
     labels = result.get("labels", {})
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    fig, axes = pyplot().subplots(1, 3, figsize=(15, 4.2))
     x = np.arange(len(result["demo_counts"]))
     others = iter(f"C{i}" for i in range(2, 10))
     for name in result["by_num_demos"]:
@@ -192,11 +189,7 @@ def plot_figure1(result: dict, path: str | Path) -> Path:
     axes[2].set_title("accuracy vs test position (all demonstrations)")
     axes[0].set_ylabel("top-1 accuracy")
     axes[2].legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def write_figure1(result: dict, out: str | Path) -> dict[str, Path]:

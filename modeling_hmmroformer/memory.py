@@ -29,6 +29,7 @@ import torch
 from tqdm.auto import tqdm
 
 from hmm_datasets import BayesOptimalPredictor, HMMParams
+from hmm_datasets.figures import pyplot, save_figure
 from hmm_datasets.memory import (
     check_memories,
     lemma1,
@@ -156,11 +157,7 @@ def model_memory(
 def plot_model_memory(result: dict, path: str | Path) -> Path:
     """Per memory L: the model's TV to the memory-L Bayes predictor (with its TV to the full one as a
     line) and the TV of the model cut to L tokens against the whole-context model."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     memories = result["memories"]
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     ax.plot(memories, result["tv_full_vs_bayes_memory"], "o-", label="TV(model, memory-L Bayes)")
@@ -172,11 +169,7 @@ def plot_model_memory(result: dict, path: str | Path) -> Path:
     ax.set_ylabel("mean total variation")
     ax.set_title(f"the model's memory: closest memory-L Bayes at L = {result['best_memory']}")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def write_json(result: dict, path: Path) -> Path:

@@ -7,21 +7,14 @@ from pathlib import Path
 
 import numpy as np
 
+from hmm_datasets.figures import pyplot, save_figure
+
 SHUFFLE_PARTS = {  # probe_results.json metric -> (panel title, y label)
     "relative_logit_change": ("total change", "relative change of attention logits"),
     "position_only_change": ("position-only part", "relative change of attention logits"),
     "content_change": ("content part", "relative change of attention logits"),
     "weighted_attention_tv": ("attention over demonstrations", "TV, weighted by demonstration mass"),
 }
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def seed_band(ax, x, curves: list[list[float | None]], label: str, color, line: str = "-") -> None:
@@ -45,7 +38,7 @@ def by_depth(summary: dict) -> dict[int, list[dict]]:
 
 def plot_distance_to_bayes(summary: dict, path: Path) -> None:
     """KL and agreement with Bayes by depth (mean over seeds, 95% t interval)."""
-    plt = _pyplot()
+    plt = pyplot()
     depths = [d["depth"] for d in summary["depths"]]
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
     labels = {"kl_bayes_model": "KL(Bayes ‖ model), nats/token", "agreement": "argmax = Bayes argmax"}
@@ -59,12 +52,12 @@ def plot_distance_to_bayes(summary: dict, path: Path) -> None:
         ax.set_xticks(depths, [str(d) for d in depths])
         ax.set_xlabel("layers")
         ax.set_ylabel(label)
-    _save(fig, path, plt)
+    save_figure(fig, path)
 
 
 def plot_shuffle_by_depth(summary: dict, path: Path) -> None:
     """Figure 2 across depths: one panel per part of the change, one line per depth."""
-    plt = _pyplot()
+    plt = pyplot()
     groups = by_depth(summary)
     parts = [p for p in SHUFFLE_PARTS if any(p in r["curves"]["shuffle"] for r in summary["models"])]
     columns = 2
@@ -84,12 +77,12 @@ def plot_shuffle_by_depth(summary: dict, path: Path) -> None:
         ax.set_ylabel(ylabel)
         ax.set_title(f"shuffle test: {title}")
         ax.legend(fontsize=7)
-    _save(fig, path, plt)
+    save_figure(fig, path)
 
 
 def plot_headroom_by_depth(summary: dict, path: Path) -> None:
     """Figure 3(a) across depths: headroom fraction on the first demonstration, task and hidden state."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
     for ax, target in zip(axes, ("hidden_state", "task")):
         for index, (depth, records) in enumerate(by_depth(summary).items()):
@@ -107,12 +100,12 @@ def plot_headroom_by_depth(summary: dict, path: Path) -> None:
         ax.set_ylabel("fraction of headroom above token only")
         ax.set_title(f"{target.replace('_', ' ')}, first demonstration")
         ax.legend(fontsize=7)
-    _save(fig, path, plt)
+    save_figure(fig, path)
 
 
 def plot_previous_tokens_by_depth(summary: dict, path: Path) -> None:
     """Figure 3(b) across depths: one panel per depth, one line per distance."""
-    plt = _pyplot()
+    plt = pyplot()
     groups = by_depth(summary)
     fig, axes = plt.subplots(1, len(groups), figsize=(3.6 * len(groups), 3.4), squeeze=False, sharey=True)
     for ax, (depth, records) in zip(axes[0], groups.items()):
@@ -124,12 +117,12 @@ def plot_previous_tokens_by_depth(summary: dict, path: Path) -> None:
         ax.set_xlabel("relative depth l/L")
     axes[0][0].set_ylabel("previous-token probe accuracy")
     axes[0][0].legend(fontsize=7)
-    _save(fig, path, plt)
+    save_figure(fig, path)
 
 
 def plot_memory_by_depth(summary: dict, path: Path) -> None:
     """Each depth's distance to the memory-L Bayes predictor, and to itself cut to L tokens."""
-    plt = _pyplot()
+    plt = pyplot()
     memories = summary["study"]["memories"]
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
     keys = {
@@ -145,7 +138,7 @@ def plot_memory_by_depth(summary: dict, path: Path) -> None:
         ax.set_xlabel("memory L (tokens)")
         ax.set_ylabel(label)
         ax.legend(fontsize=7)
-    _save(fig, path, plt)
+    save_figure(fig, path)
 
 
 def plot_study(summary: dict, folder: Path) -> None:
@@ -155,9 +148,3 @@ def plot_study(summary: dict, folder: Path) -> None:
     plot_headroom_by_depth(summary, folder / "headroom_by_depth.png")
     plot_previous_tokens_by_depth(summary, folder / "previous_tokens_by_depth.png")
     plot_memory_by_depth(summary, folder / "memory_by_depth.png")
-
-
-def _save(fig, path: Path, plt) -> None:
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)

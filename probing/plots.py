@@ -8,17 +8,9 @@ from pathlib import Path
 import numpy as np
 
 from hmm_datasets import SampleLayout
+from hmm_datasets.figures import pyplot, save_figure
 
 from .layerwise import BEFORE_NORM_METRIC, CEILINGS, curve, find
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def _band(ax, c: dict, label: str, color, line: str = "-") -> None:
@@ -30,7 +22,7 @@ def plot_figure2(results: dict, path: Path) -> Path:
     """Relative logit change per layer (mean over heads, 95% CI) with its position-only and
     content parts where the results have them (left; top axis: relative depth l/L, shaded:
     the upper layers of the comparison), and the total per (layer, head) (right)."""
-    plt = _pyplot()
+    plt = pyplot()
     records = [r for r in results["records"] if r["target"] == "shuffle"]
     layers = sorted({r["layer"] for r in records})
     heads = sorted({r["head"] for r in records if r["head"] is not None})
@@ -70,14 +62,14 @@ def plot_figure2(results: dict, path: Path) -> Path:
     right.set_ylabel("head")
     right.set_title("total, per head")
     fig.colorbar(image, ax=right)
-    return _save(fig, path, plt)
+    return save_figure(fig, path)
 
 
 def plot_figure3a(results: dict, path: Path) -> Path:
     """Hidden state (within task) and task identity by layer: accuracy with the untrained
     model's, the token-only baseline and the ceiling (left); the fraction of the headroom
     reached, by position group (right)."""
-    plt = _pyplot()
+    plt = pyplot()
     records = results["records"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.5))
     names = {"hidden_state": "hidden state (within task)", "task": "task identity"}
@@ -118,12 +110,12 @@ def plot_figure3a(results: dict, path: Path) -> Path:
     right.set_ylim(-0.2, 1.1)
     _label_probe_axes(right, results["layers"], "fraction of headroom above token only, by position", 6)
     right.set_ylabel("(accuracy − token only) / (ceiling − token only)")
-    return _save(fig, path, plt)
+    return save_figure(fig, path)
 
 
 def plot_figure3b(results: dict, path: Path) -> Path:
     """Previous-token probes at each distance by layer (95% CI)."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     before_norm = False
     for index, distance in enumerate(results["settings"]["distances"]):
@@ -136,7 +128,7 @@ def plot_figure3b(results: dict, path: Path) -> Path:
     if before_norm:
         ax.plot([], [], "x", color="grey", label="last layer before the final norm")
     _label_probe_axes(ax, results["layers"], "Figure 3(b): linear probes for previous tokens", 8)
-    return _save(fig, path, plt)
+    return save_figure(fig, path)
 
 
 def _label_probe_axes(ax, layers: list[int], title: str, legend_size: int) -> None:
@@ -150,7 +142,7 @@ def _label_probe_axes(ax, layers: list[int], title: str, legend_size: int) -> No
 def plot_figure7(weights: np.ndarray, layout: SampleLayout, row: int, path: Path) -> Path:
     """Attention weights `[layers, heads, L, L]` of one row, one panel per (layer, head),
     with lines at the segment boundaries (after each delimiter)."""
-    plt = _pyplot()
+    plt = pyplot()
     num_layers, num_heads = weights.shape[:2]
     size = 2.2 if num_layers * num_heads <= 64 else 1.2
     fig, axes = plt.subplots(
@@ -171,14 +163,7 @@ def plot_figure7(weights: np.ndarray, layout: SampleLayout, row: int, path: Path
             if layer == 0:
                 ax.set_title(f"head {head}", fontsize=7)
     fig.suptitle(f"Figure 7: attention weights (square root) of test row {row}; lines: segment boundaries")
-    return _save(fig, path, plt, dpi=100)
-
-
-def _save(fig, path: Path, plt, dpi: int = 120) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, dpi=dpi)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=100)
 
 
 def write_probe_results(result, out: str | Path) -> dict[str, Path]:
