@@ -102,16 +102,26 @@ def capture_hidden_states(
     check_hmm_roformer(model)
     kept = resolve_layers(model, layers)
     storage = _storage_dtype(dtype)
-    ids = torch.as_tensor(np.asarray(input_ids), dtype=torch.long)
-    where = torch.as_tensor(np.asarray(positions), dtype=torch.long)
     device, chunks = model_device(model), []
-    batches = list(zip(ids.split(batch_size), where.split(batch_size)))
+    batches = _row_batches(input_ids, positions, batch_size)
     for chunk, chunk_positions in tqdm(batches, desc="capture: hidden states", disable=not progress):
         out = model(input_ids=chunk.to(device), output_hidden_states=True)
-        index = chunk_positions.to(device)[..., None].expand(-1, -1, out.hidden_states[0].shape[-1])
-        stacked = torch.stack([torch.gather(out.hidden_states[layer], 1, index) for layer in kept])
+        at = chunk_positions.to(device)
+        stacked = torch.stack([_at_positions(out.hidden_states[layer], at) for layer in kept])
         chunks.append(_to_storage(stacked.float(), storage))
     return torch.cat(chunks, dim=1)
+
+
+def _row_batches(input_ids, positions, batch_size: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Rows `[B, L]` and their positions `[B, P]`, cut into batches of `batch_size` rows."""
+    ids = torch.as_tensor(np.asarray(input_ids), dtype=torch.long)
+    where = torch.as_tensor(np.asarray(positions), dtype=torch.long)
+    return list(zip(ids.split(batch_size), where.split(batch_size)))
+
+
+def _at_positions(states: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """`states [B, L, D]` at `positions [B, P]`: `[B, P, D]`."""
+    return torch.gather(states, 1, positions[..., None].expand(-1, -1, states.shape[-1]))
 
 
 def final_norm(model):
@@ -150,15 +160,12 @@ def capture_last_layer_before_norm(
             "already the last layer's output."
         )
     storage = _storage_dtype(dtype)
-    ids = torch.as_tensor(np.asarray(input_ids), dtype=torch.long)
-    where = torch.as_tensor(np.asarray(positions), dtype=torch.long)
     device, chunks = model_device(model), []
-    batches = list(zip(ids.split(batch_size), where.split(batch_size)))
+    batches = _row_batches(input_ids, positions, batch_size)
     for chunk, chunk_positions in tqdm(batches, desc="capture: before the final norm", disable=not progress):
         with _inputs_of(norm) as seen:
             model.base_model(input_ids=chunk.to(device))
-        index = chunk_positions.to(device)[..., None].expand(-1, -1, seen[0].shape[-1])
-        chunks.append(_to_storage(torch.gather(seen[0], 1, index).float()[None], storage))
+        chunks.append(_to_storage(_at_positions(seen[0], chunk_positions.to(device)).float()[None], storage))
     return torch.cat(chunks, dim=1)
 
 
