@@ -78,10 +78,15 @@ def run_client(
 ) -> subprocess.CompletedProcess:
     """Python `source` in a fresh process talking to `hub` (no module of this package importable
     unless `plugin`); its working folder and Hub cache are under `folder`."""
-    folder.mkdir(parents=True, exist_ok=True)
     blocker = "" if plugin else f"import sys\nfor name in {PLUGIN_MODULES!r}:\n    sys.modules[name] = None\n"
+    return run_in(hub, folder, ["-c", blocker + textwrap.dedent(source)])
+
+
+def run_in(hub: HubServer, folder: Path, arguments: list[str]) -> subprocess.CompletedProcess:
+    """`python *arguments` in a fresh client process of `hub`, working in `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
     return subprocess.run(
-        [sys.executable, "-c", blocker + textwrap.dedent(source)],
+        [sys.executable, *arguments],
         cwd=folder,
         env=client_env(hub, folder / "hf_home"),
         capture_output=True,
@@ -105,17 +110,8 @@ SHORT_BACKOFF = (
 def run_script(
     hub: HubServer, folder: Path, script: str, *arguments: str, short_backoff: bool = False
 ) -> subprocess.CompletedProcess:
-    folder.mkdir(parents=True, exist_ok=True)
     launcher = ["-c", SHORT_BACKOFF] if short_backoff else []
-    return subprocess.run(
-        [sys.executable, *launcher, str(ROOT / "scripts" / script), *arguments],
-        cwd=folder,
-        env=client_env(hub, folder / "hf_home"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return run_in(hub, folder, [*launcher, str(ROOT / "scripts" / script), *arguments])
 
 
 def checked(done: subprocess.CompletedProcess) -> str:
