@@ -3,7 +3,7 @@
     python benchmarks/bench_trainer.py [--config configs/small.yaml] [--steps 40] [--rounds 3]
 
 The raw step is the model benchmark's (`bench_model.py`): forward + backward + fused AdamW
-on one fixed batch already in memory. The Trainer loop is `modeling_hmmroformer.training`
+on one fixed batch already in memory. The Trainer loop is `modeling_hmmroformer.experiments.training`
 as `scripts/train.py` runs it: the config's corpus through the datasets -> collator ->
 dataloader path, gradient clipping, the learning-rate schedule and logging (evaluation and
 checkpoints off: they are not training steps). Both train the same model config on the same
@@ -24,7 +24,8 @@ import torch
 from common import write_result
 from transformers import TrainerCallback
 
-from modeling_hmmroformer.training import build_model, load_run_config, prepare
+from modeling_hmmroformer.experiments.settings import load_run_config
+from modeling_hmmroformer.experiments.training import build_model, prepare
 
 ROOT = Path(__file__).resolve().parents[1]
 SKIPPED_STEPS = 3  # per Trainer window: dataloader and optimizer start-up
@@ -64,14 +65,14 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(2)
     output_dir = tempfile.mkdtemp(prefix="bench_trainer_")
-    overrides = {
-        "training.output_dir": output_dir,
-        "training.max_steps": args.steps,
-        "training.eval_strategy": "no",
-        "training.save_strategy": "no",
-        "training.disable_tqdm": True,
+    training = {
+        "output_dir": output_dir,
+        "max_steps": args.steps,
+        "eval_strategy": "no",
+        "save_strategy": "no",
+        "disable_tqdm": True,
     }
-    run = load_run_config(args.config, [f"--{key}={value}" for key, value in overrides.items()])
+    run = load_run_config(args.config, {"training": training})
     prepared = prepare(run, resume=False)
     trainer, corpus = prepared.trainer, prepared.corpus
     clock = StepClock()

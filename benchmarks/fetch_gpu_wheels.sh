@@ -12,6 +12,6 @@ mkdir -p "$(dirname "$exclude")"
 grep -qx '/.whl/' "$exclude" 2>/dev/null || echo '/.whl/' >> "$exclude"
 python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-    -d .whl datasets==5.2.0 evaluate==0.4.6 dill==0.4.1 multiprocess==0.70.19 fsspec==2026.9.0 \
+    -d .whl datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 fsspec==2026.9.0 \
     transformers==5.23.0 regex==2026.11.15
 ls -la .whl

@@ -14,7 +14,8 @@ runs/reproduce-<preset>; a rerun resumes), then measures in this process:
   forward and backward passes, attention scores included) times tokens/s, over the measured rate;
   the same at the steady pace (the median step, without start-up, evaluations and saves);
 - the exact Bayes-optimal predictor on the whole test split, timed on its own;
-- peak GPU memory of training (its process) and of evaluation and probes (this process).
+- peak GPU memory of training (its own record) and of the whole pipeline (this process: training,
+  evaluation and probes; a folder resumed after training holds the analyses' alone).
 Writes the JSON (`--results`, default benchmarks/results/<preset>_gpu.json), copies REPORT.md,
 results.json and the figures to results/<preset>/ (`--publish`), and prints a short table last.
 """
@@ -36,11 +37,19 @@ sys.path.insert(0, str(ROOT))
 from common import machine  # noqa: E402
 
 import hmm_datasets  # noqa: E402
-from modeling_hmmroformer.evaluation import load_evaluation_data  # noqa: E402
-from modeling_hmmroformer.reproduce import PRESETS, make_reproduction, run_reproduction  # noqa: E402
+from modeling_hmmroformer.experiments import layout  # noqa: E402
+from modeling_hmmroformer.experiments.evaluation import load_evaluation_data  # noqa: E402
+from modeling_hmmroformer.experiments.pipeline import make_pipeline, run_pipeline  # noqa: E402
+from modeling_hmmroformer.experiments.settings import PRESETS, REPRODUCTIONS  # noqa: E402
 
 TARGETS = {"train_s": 300, "mfu": 0.40, "bayes_test_split_s": 30}  # issue 16, on one H100-class GPU
-PUBLISHED = ("REPORT.md", "results.json", "reproduce_state.json", "figure1", "probes")
+PUBLISHED = (
+    layout.REPORT_MD,
+    layout.RESULTS_JSON,
+    layout.state_file("reproduce"),
+    layout.FIGURE1,
+    layout.PROBES,
+)
 
 
 def matmul_tflops(device: str, size: int, repeats: int = 10, warmups: int = 3) -> float:
@@ -95,9 +104,9 @@ def time_bayes_on_test_split(corpus_folder: Path) -> dict:
     }
 
 
-def summarize(out: Path, matmul: float, bayes: dict, eval_peak_gib: float | None) -> dict:
+def summarize(out: Path, matmul: float, bayes: dict, pipeline_peak_gib: float | None) -> dict:
     """The measured numbers of a finished reproduction folder."""
-    state = json.loads((out / "reproduce_state.json").read_text())
+    state = json.loads((out / layout.state_file("reproduce")).read_text())
     results = json.loads((out / "results.json").read_text())
     trained = json.loads((out / "model" / "train_results.json").read_text())
     model_config = json.loads((out / "model" / "config.json").read_text())
@@ -119,7 +128,7 @@ def summarize(out: Path, matmul: float, bayes: dict, eval_peak_gib: float | None
         "bayes_test_split": bayes,
         "peak_gpu_memory_gib": {
             "training": trained.get("peak_gpu_memory_gib"),
-            "evaluation_and_probes": eval_peak_gib,
+            "pipeline": pipeline_peak_gib,
         },
         "in_context": results["in_context"]["headline"] if results["in_context"] else None,
         "claims": results["claims"],
@@ -172,8 +181,8 @@ def format_table(measured: dict) -> str:
     memory = measured["peak_gpu_memory_gib"]
     if memory["training"] is not None:
         rows.append(("peak GPU memory, training", f"{memory['training']:.1f} GiB"))
-    if memory["evaluation_and_probes"] is not None:
-        rows.append(("peak GPU memory, evaluation + probes", f"{memory['evaluation_and_probes']:.1f} GiB"))
+    if memory["pipeline"] is not None:
+        rows.append(("peak GPU memory, whole pipeline", f"{memory['pipeline']:.1f} GiB"))
     rows += [(f"Fig {c['figure']}: {c['claim']}", "yes" if c["holds"] else "no") for c in measured["claims"]]
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
@@ -194,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--preset", default="paper", choices=sorted(PRESETS))
+    parser.add_argument("--preset", default="paper", choices=REPRODUCTIONS)
     parser.add_argument("--out", help="reproduction folder (default runs/reproduce-<preset>)")
     parser.add_argument("--results", help="JSON to write (default benchmarks/results/<preset>_gpu.json)")
     parser.add_argument("--publish", help="copy REPORT.md, JSON and figures here (default results/<preset>)")
@@ -205,18 +214,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     out = Path(args.out or ROOT / "runs" / f"reproduce-{args.preset}")
-    reproduction = make_reproduction(
-        args.preset,
-        out,
-        configs_dir=ROOT / "configs",
-        train_script=ROOT / "scripts" / "train.py",
-        progress=not args.quiet,
-    )
-    run_reproduction(reproduction)
-    eval_peak = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None
+    run_pipeline(make_pipeline(PRESETS[args.preset], out, kind="reproduce", progress=not args.quiet))
+    pipeline_peak = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None
     bayes = time_bayes_on_test_split(out / "corpus")
     matmul = matmul_tflops(device, args.matmul_size or (8192 if device == "cuda" else 512))
-    measured = {"machine": machine(), "preset": args.preset, **summarize(out, matmul, bayes, eval_peak)}
+    measured = {"machine": machine(), "preset": args.preset, **summarize(out, matmul, bayes, pipeline_peak)}
     results_path = Path(args.results or ROOT / "benchmarks" / "results" / f"{args.preset}_gpu.json")
     results_path.parent.mkdir(parents=True, exist_ok=True)
     results_path.write_text(json.dumps(measured, indent=2) + "\n")

@@ -79,8 +79,9 @@ def task_posterior_statistics(changes: dict) -> dict:
 def trained_model_vs_bayes(name: str, changes: dict) -> dict:
     """An 8-layer model of configs/study.yaml trained on the candidate; Figure 1's distance to Bayes."""
     sys.path.insert(0, str(ROOT))
-    from modeling_hmmroformer.evaluation import figure1, load_evaluation_data
-    from modeling_hmmroformer.training import load_run_config, train
+    from modeling_hmmroformer.experiments.evaluation import figure1, load_evaluation_data
+    from modeling_hmmroformer.experiments.settings import load_run_config
+    from modeling_hmmroformer.experiments.training import train
     from probing import load_hmm_roformer
 
     folder = (
@@ -89,15 +90,13 @@ def trained_model_vs_bayes(name: str, changes: dict) -> dict:
         / "study_corpus"
         / name.replace(" ", "_").replace(",", "").replace("(", "").replace(")", "")
     )
-    overrides = [f"--corpus.{key}={value}" for key, value in changes.items()]
     run = load_run_config(
         ROOT / "configs" / "study.yaml",
-        [
-            *overrides,
-            "--model.num_hidden_layers=8",
-            f"--training.output_dir={folder}",
-            "--training.disable_tqdm=true",
-        ],
+        {
+            "corpus": changes,
+            "model": {"num_hidden_layers": 8},
+            "training": {"output_dir": str(folder), "disable_tqdm": True},
+        },
     )
     started = time.perf_counter()
     train(run)

@@ -188,8 +188,8 @@ def _check_int(name: str, value: Any, *, minimum: int, meaning: str) -> None:
 
 # The presets. `tiny` is for tests (generates in milliseconds); `small` is the CPU demo;
 # `paper` has the paper's sizes (K=8192, S=128, V=16, 131,072 train rows). The paper does
-# not give its HMM distribution: dense random HMMs are nearly unpredictable even for the
-# oracle (PAPER.md), so both presets use sparse Dirichlet draws, which make the oracle
+# not give its HMM distribution: dense random HMMs leave even the oracle that knows the task
+# near chance, so both presets use sparse Dirichlet draws, which make the oracle
 # and the Bayes-optimal predictor accurate; `paper` adds rank-16 transitions (the
 # paper's Assumption 1). docs/bayes.md has their Bayes-optimal tables.
 PRESETS: dict[str, HMMMixtureConfig] = {

@@ -23,9 +23,9 @@ from pathlib import Path
 import datasets
 import numpy as np
 import pyarrow.parquet as pq
-from huggingface_hub import DatasetCard, DatasetCardData, snapshot_download
+from huggingface_hub import DatasetCard, snapshot_download
 
-from model_cards import CITATION, DATASET_CARD_MARKER, DATASET_CARD_TEMPLATE
+from model_cards.render import render_dataset_card
 
 from .bayes import BayesOptimalPredictor
 from .ceiling import accuracy_table, format_accuracy_table
@@ -67,33 +67,54 @@ def export_corpus(
 
     def write(staging: Path) -> None:
         _write_corpus(config, staging, num_proc=num_proc, table_rows=table_rows, progress=progress)
-        card = render_dataset_card(
-            config, load_hmm_params(staging), _read_table(staging), _data_bytes(staging), str(folder)
+        facts = dataset_card_facts(
+            config, load_hmm_params(staging), _read_table(staging), _data_bytes(staging)
         )
+        card = render_dataset_card(facts, location=str(folder))
         card.save(staging / "README.md")
 
     return build_folder(folder, write)
 
 
-def build_folder(folder: str | os.PathLike, write: Callable[[Path], None]) -> Path:
-    """Fill a hidden sibling of `folder` with `write(staging)`, then put it in place of `folder`.
+def write_atomically(path: str | os.PathLike, write: Callable[[Path], None]) -> Path:
+    """Make `path`, a file or a folder, whole or not at all: `write(staging)` creates it at a
+    hidden sibling, `.<name>.partial`, which then takes the place of `path`.
 
-    The sibling, `.<name>.partial`, is cleared first (a leftover of a killed run) and removed if
-    `write` fails; an old `folder` is removed only once the new one has moved in. So a failed or
-    interrupted write never leaves a folder that looks complete, nor loses the old one.
+    The sibling is cleared first (a leftover of a killed run) and removed if `write` fails; an old
+    `path` is replaced only once the new one is whole (a folder: moved aside, then removed). So a
+    failed or interrupted write never leaves anything that looks complete, nor loses the old one.
     """
-    folder = Path(folder)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = folder.parent / f".{folder.name}.partial"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.parent / f".{path.name}.partial"
+    _remove(staging)
     try:
         write(staging)
-        _replace_folder(staging, folder)
+        if staging.is_dir():
+            _replace_folder(staging, path)
+        else:
+            os.replace(staging, path)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        _remove(staging)
         raise
-    return folder
+    return path
+
+
+def build_folder(folder: str | os.PathLike, write: Callable[[Path], None]) -> Path:
+    """`write_atomically` for a folder: `write(staging)` fills an empty staging folder."""
+
+    def make(staging: Path) -> None:
+        staging.mkdir()
+        write(staging)
+
+    return write_atomically(folder, make)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    elif path.exists():
+        path.unlink()
 
 
 def _write_corpus(config: HMMMixtureConfig, out: Path, *, num_proc, table_rows: int, progress: bool) -> None:
@@ -157,7 +178,8 @@ def dataset_card_for_folder(folder: str | os.PathLike, repo_id: str | None = Non
     """The dataset card of an exported corpus folder, its usage written for `repo_id` when given."""
     folder = Path(folder)
     config, params, table = load_corpus_config(folder), load_hmm_params(folder), _read_table(folder)
-    return render_dataset_card(config, params, table, _data_bytes(folder), repo_id or str(folder), repo_id)
+    facts = dataset_card_facts(config, params, table, _data_bytes(folder))
+    return render_dataset_card(facts, location=repo_id or str(folder), repo_id=repo_id)
 
 
 def read_parquet_columns(
@@ -193,118 +215,62 @@ def _replace_folder(staging: Path, folder: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def render_dataset_card(
-    config: HMMMixtureConfig,
-    params: HMMParams,
-    table: dict | None,
-    data_bytes: dict[str, int],
-    location: str,
-    repo_id: str | None = None,
-) -> DatasetCard:
-    """The dataset card: YAML `configs:` for `load_dataset(folder)`, then the numbers.
-
-    `data_bytes` is the size of each split's Parquet shards; `location` what the usage snippet loads
-    (the folder, or the Hub id once pushed); `repo_id` the Hub dataset repo, when there is one.
-    The YAML `dataset_info` (split sizes, bytes) also tells apart, in datasets' cache, two
-    corpora whose folders have the same name: for a folder with `configs:` datasets keys its
-    cache by the folder's name, the file patterns and this `dataset_info`.
-    """
-    card_data = DatasetCardData(
-        license="apache-2.0",
-        pretty_name=f"Mixture of {config.num_tasks} HMMs ({config.name})",
-        task_categories=["text-generation"],
-        tags=["hidden-markov-model", "in-context-learning", "synthetic", "hmm-roformer", "arxiv:2506.01919"],
-        size_categories=_size_category(config.num_train + config.num_validation + config.num_test),
-        configs=[
-            {
-                "config_name": "default",
-                "data_files": [
-                    {"split": split, "path": f"{DATA_DIR}/{split}-*.parquet"}
-                    for split in SPLITS
-                    if config.num_rows(split) > 0
-                ],
-            }
-        ],
-        dataset_info={
-            "config_name": "default",
-            "download_size": sum(data_bytes.values()),
-            "splits": [
-                {"name": split, "num_bytes": data_bytes[split], "num_examples": config.num_rows(split)}
-                for split in SPLITS
-                if config.num_rows(split) > 0
-            ],
-        },
-    )
+def dataset_card_facts(
+    config: HMMMixtureConfig, params: HMMParams, table: dict | None, data_bytes: dict[str, int]
+) -> dict:
+    """What the dataset card says about a corpus, as plain data (`model_cards.render.render_dataset_card`
+    renders it): its config, splits and their Parquet bytes, the HMM tensors saved beside it and
+    their diagnostics, and the Bayes-optimal table (`table`, or None)."""
     diagnostics = task_diagnostics(params)
-    summary = {
-        name: f"{values.mean():.3f} [{values.min():.3f}, {values.max():.3f}]"
-        for name, values in diagnostics.items()
-        if name != "stationary"
-    }
     tensors = [
-        {"name": "task_prior", "shape": f"[{params.num_tasks}]", "meaning": "probability of each task"},
-        {
-            "name": "initial",
-            "shape": f"[{params.num_tasks}, {params.num_states}]",
-            "meaning": "initial state distribution",
-        },
-        {
-            "name": "emissions",
-            "shape": f"[{params.num_tasks}, {params.num_states}, {params.vocab_size}]",
-            "meaning": "emission distribution of each state",
-        },
+        ("task_prior", [params.num_tasks], "probability of each task"),
+        ("initial", [params.num_tasks, params.num_states], "initial state distribution"),
+        (
+            "emissions",
+            [params.num_tasks, params.num_states, params.vocab_size],
+            "emission distribution of each state",
+        ),
     ]
     if params.transition_rank is None:
         tensors.append(
-            {
-                "name": "transitions",
-                "shape": f"[{params.num_tasks}, {params.num_states}, {params.num_states}]",
-                "meaning": "state transitions",
-            }
+            ("transitions", [params.num_tasks, params.num_states, params.num_states], "state transitions")
         )
     else:
         d = params.transition_rank
         tensors += [
-            {
-                "name": "transition_left",
-                "shape": f"[{params.num_tasks}, {params.num_states}, {d}]",
-                "meaning": "state -> latent feature",
-            },
-            {
-                "name": "transition_right",
-                "shape": f"[{params.num_tasks}, {d}, {params.num_states}]",
-                "meaning": "latent feature -> next state",
-            },
+            ("transition_left", [params.num_tasks, params.num_states, d], "state -> latent feature"),
+            ("transition_right", [params.num_tasks, d, params.num_states], "latent feature -> next state"),
         ]
-    splits = [
-        {
-            "name": split,
-            "rows": config.num_rows(split),
-            "tokens": config.num_rows(split) * config.sequence_length,
-        }
-        for split in SPLITS
-        if config.num_rows(split) > 0
-    ]
-    return DatasetCard.from_template(
-        card_data,
-        template_path=str(DATASET_CARD_TEMPLATE),
-        pretty_name=card_data.pretty_name,
-        config=config,
-        config_json=config.to_json(),
-        generator_version=str(GENERATOR_VERSION),
-        code_hash=generator_code_hash(),
-        splits=splits,
-        params_file=PARAMS_FILENAME,
-        tensors=tensors,
-        diagnostics=summary,
-        table=table or {"num_rows": 0},
-        table_text=format_accuracy_table(table) if table else "(not computed: table_rows=0)",
-        regenerate_args=_regenerate_args(config),
-        citation=CITATION,
-        location=location,
-        repo_id=repo_id,
-        marker=DATASET_CARD_MARKER,
-    )
+    splits = [split for split in SPLITS if config.num_rows(split) > 0]
+    return {
+        "config": {**config.to_dict(), "sequence_length": config.sequence_length},
+        "config_json": config.to_json(),
+        "generator_version": str(GENERATOR_VERSION),
+        "code_hash": generator_code_hash(),
+        "data_dir": DATA_DIR,
+        "params_file": PARAMS_FILENAME,
+        "splits": [
+            {
+                "name": split,
+                "rows": config.num_rows(split),
+                "tokens": config.num_rows(split) * config.sequence_length,
+                "bytes": data_bytes[split],
+            }
+            for split in splits
+        ],
+        "tensors": [
+            {"name": name, "shape": f"[{', '.join(map(str, shape))}]", "meaning": meaning}
+            for name, shape, meaning in tensors
+        ],
+        "diagnostics": {
+            name: f"{values.mean():.3f} [{values.min():.3f}, {values.max():.3f}]"
+            for name, values in diagnostics.items()
+            if name != "stationary"
+        },
+        "table": table or {"num_rows": 0},
+        "table_text": format_accuracy_table(table) if table else "(not computed: table_rows=0)",
+        "regenerate_args": _regenerate_args(config),
+    }
 
 
 def _regenerate_args(config: HMMMixtureConfig) -> str:
@@ -317,18 +283,6 @@ def _regenerate_args(config: HMMMixtureConfig) -> str:
         if base.generation_fields()[key] != value
     }
     return ", ".join([repr(base.name)] + [f"{key}={value!r}" for key, value in differences.items()])
-
-
-def _size_category(rows: int) -> str:
-    for limit, label in (
-        (1_000, "n<1K"),
-        (10_000, "1K<n<10K"),
-        (100_000, "10K<n<100K"),
-        (1_000_000, "100K<n<1M"),
-    ):
-        if rows < limit:
-            return label
-    return "1M<n<10M"
 
 
 # ---- reading back -------------------------------------------------------------------

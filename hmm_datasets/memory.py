@@ -14,7 +14,7 @@ the same rows:
 next token; delimiters are fixed by the layout), reports per L the mean total-variation
 distance (with a bootstrap 95% interval over rows), top-1 agreement of the argmaxes, top-1
 accuracy, and the share of those positions whose window already reaches the row start (there
-the two predictors are equal), then fits log TV = log C - rate L. `plot_lemma1` draws it.
+the two predictors are equal), then fits log TV = log C - rate L (`modeling_hmmroformer.experiments.memory.plot_lemma1` draws it).
 
 Shapes: B rows, L positions, V observation tokens.
 """
@@ -22,13 +22,11 @@ Shapes: B rows, L positions, V observation tokens.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import torch
 
 from .bayes import BayesOptimalPredictor
-from .figures import pyplot, save_figure
 from .params import HMMParams
 from .scoring import next_token_scores
 
@@ -156,52 +154,3 @@ def lemma1(params: HMMParams, input_ids, task_ids, memories: Sequence[int]) -> d
             memories,
         ),
     }
-
-
-VARIANTS = {
-    "mixture": ("C0", "Bayes-optimal, memory L vs full"),
-    "oracle": ("C1", "oracle, memory L vs full"),
-}
-
-
-def _plot_tv(ax, memories: np.ndarray, curve: dict, color, label: str) -> float:
-    """One variant's mean TV with its interval and fitted line on a log axis; returns the smallest TV shown."""
-    tv = np.asarray(curve["tv"], dtype=float)
-    shown = tv > FIT_FLOOR  # below: equal up to rounding, and a log axis cannot show zeros
-    low, high = np.asarray(curve["tv_ci_low"]), np.asarray(curve["tv_ci_high"])
-    yerr = [(tv - low)[shown], (high - tv)[shown]]
-    ax.errorbar(memories[shown], tv[shown], yerr=yerr, fmt="o-", color=color, label=label, capsize=3)
-    fit = curve["fit"]
-    if fit["rate"] is not None:
-        grid = np.linspace(min(fit["memories"]), max(fit["memories"]), 50)
-        r2 = "" if fit["r2"] is None else f", R² {fit['r2']:.2f}"
-        ax.plot(
-            grid,
-            fit["C"] * np.exp(-fit["rate"] * grid),
-            "--",
-            color=color,
-            label=f"fit: rate {fit['rate']:.3f}/token{r2}",
-        )
-    return float(tv[shown].min(initial=np.inf))
-
-
-def plot_lemma1(result: dict, path: str | Path) -> Path:
-    """Mean TV vs L on a log axis with the fitted C exp(-rate L) lines (left), argmax agreement vs L (right)."""
-    plt = pyplot()
-    memories = np.asarray(result["memories"])
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    smallest = np.inf
-    for name, (color, label) in VARIANTS.items():
-        smallest = min(smallest, _plot_tv(left, memories, result[name], color, label))
-        right.plot(memories, result[name]["agreement"], "o-", color=color, label=label)
-    left.set_yscale("log")
-    if np.isfinite(smallest):  # interval ends near zero would stretch the axis to the rounding floor
-        left.set_ylim(bottom=smallest / 30)
-    left.set_ylabel("mean total variation to the full predictor")
-    left.set_title("Lemma 1: distance vs memory")
-    right.set_ylabel("top-1 agreement with the full predictor")
-    right.set_title("argmax agreement vs memory")
-    for ax in (left, right):
-        ax.set_xlabel("memory L (tokens)")
-        ax.legend(fontsize=8)
-    return save_figure(fig, path)

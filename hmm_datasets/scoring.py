@@ -8,19 +8,16 @@ predictor (the Bayes-optimal one), argmax `agreement`, `kl` = KL(reference || pr
 - `scores_by_demo_count`: every predictor of a registry (`hmm_datasets.predictors`) on the
   same rows cut to their last m demonstrations, m = 0, 1, 2, 4, ..., N (demonstrations are
   i.i.d., so these are rows of an m-demonstration corpus), per test position. Figure 1
-  (`modeling_hmmroformer.evaluation`) and the dataset card's table (`hmm_datasets.ceiling`)
+  (`modeling_hmmroformer.experiments.evaluation`) and the dataset card's table (`hmm_datasets.ceiling`)
   are two views of it. Accuracy there is over test tokens 1..T-1 (token 0 has no context
   without demonstrations); "early" is tokens 1..8.
 - `in_context_scores`: a model against the Bayes-optimal predictor and the oracle on full
-  rows, by number of demonstrations seen and by test position (training's evaluation, and
-  `InContextMetric`, the same as an `evaluate.Metric`). Every position whose next token is
-  an observation is scored (delimiters are fixed by the layout).
+  rows, by number of demonstrations seen and by test position (training's evaluation). Every
+  position whose next token is an observation is scored (delimiters are fixed by the layout).
 """
 
 from __future__ import annotations
 
-import datasets
-import evaluate
 import numpy as np
 import torch
 from tqdm.auto import tqdm
@@ -182,41 +179,3 @@ def flatten_scores(scores: dict, prefix: str = "icl") -> dict[str, float]:
         values = scores["by_demos_seen"][name]
         flat.update({f"{prefix}/demos_seen_{m}/{name}": value for m, value in enumerate(values)})
     return flat
-
-
-class InContextMetric(evaluate.Metric):
-    """`in_context_scores` as an `evaluate` metric, usable offline (`keep_in_memory=True`).
-
-        metric = InContextMetric(keep_in_memory=True)
-        metric.add_batch(predictions=model_log_probs, references=input_ids)
-        scores = metric.compute(bayes_probs=..., oracle_probs=..., num_demos=N, demo_length=n, test_length=T)
-
-    predictions: `[L, W]` per row, the model's log-probabilities at each position;
-    references: `[L]` per row, the input_ids. `compute` also takes `bayes_probs` and
-    `oracle_probs` (`[B, L, V+1]`, from `BayesOptimalPredictor`) and the layout.
-    """
-
-    def _info(self) -> evaluate.MetricInfo:
-        return evaluate.MetricInfo(
-            description=__doc__,
-            citation="",
-            inputs_description=self.__class__.__doc__,
-            features=datasets.Features(
-                {
-                    "predictions": datasets.Sequence(datasets.Sequence(datasets.Value("float32"))),
-                    "references": datasets.Sequence(datasets.Value("int64")),
-                }
-            ),
-        )
-
-    def _compute(
-        self, predictions, references, bayes_probs, oracle_probs, num_demos, demo_length, test_length
-    ):
-        layout = SampleLayout(num_demos, demo_length, test_length)
-        return in_context_scores(
-            np.asarray(predictions, dtype=np.float32),
-            np.asarray(references),
-            bayes_probs,
-            oracle_probs,
-            layout,
-        )

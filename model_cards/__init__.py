@@ -2,7 +2,7 @@
 of a reproduction, rendered with `huggingface_hub`'s `ModelCard` / `DatasetCard`.
 
     model_card.md     a checkpoint's README.md (`model_cards.render.render_model_card`)
-    dataset_card.md   an exported corpus's README.md (`hmm_datasets.export.render_dataset_card`)
+    dataset_card.md   an exported corpus's README.md (`model_cards.render.render_dataset_card`)
     report.md         REPORT.md of `scripts/reproduce.py` (`model_cards.render.render_report`)
     results.md        the results section both the model card and the report show
     study_report.md   REPORT.md of `scripts/study.py` (`model_cards.render.render_study_report`)

@@ -1,9 +1,9 @@
 """Render the model card and the reproduction report from a summary of plain data.
 
-The summary (built by `modeling_hmmroformer.summary.summarize_model_folder` from what a model
+The summary (built by `modeling_hmmroformer.experiments.summary.summarize_model_folder` from what a model
 folder holds) is a JSON-ready dict: `model`, `corpus`, `training`, `run_config`,
-`in_context` (Figure 1's headline numbers), `probes` (the per-layer tables), `claims` and
-`figure7`. Both the model card and `REPORT.md` render it (`results.md` is the section they
+`in_context` (Figure 1's headline numbers), `probes` (the per-layer tables), `claims`,
+`figures` (where the folder keeps each figure) and `figure7`. Both the model card and `REPORT.md` render it (`results.md` is the section they
 share). Nothing here reads a checkpoint or imports the other packages of this project.
 """
 
@@ -15,10 +15,12 @@ from pathlib import Path
 
 import jinja2
 import yaml
-from huggingface_hub import EvalResult, ModelCard, ModelCardData
+from huggingface_hub import DatasetCard, DatasetCardData, EvalResult, ModelCard, ModelCardData
 
 from . import (
     CITATION,
+    DATASET_CARD_MARKER,
+    DATASET_CARD_TEMPLATE,
     MODEL_CARD_MARKER,
     MODEL_CARD_TEMPLATE,
     REPORT_TEMPLATE,
@@ -26,14 +28,6 @@ from . import (
     STUDY_REPORT_TEMPLATE,
 )
 
-FIGURES = {  # where a model folder keeps the figures the cards show
-    "figure1": "figure1/figure1.png",
-    "figure2": "probes/figure2_shuffle.png",
-    "figure3a": "probes/figure3a_hidden_state_task.png",
-    "figure3b": "probes/figure3b_previous_tokens.png",
-    "lemma1": "memory/lemma1.png",
-    "memory": "memory/memory.png",
-}
 SHUFFLE_PART_LABELS = {  # probe_results.json metric -> row of the results' shuffle table
     "position_only_change": "position-only part",
     "content_change": "content part",
@@ -47,7 +41,7 @@ def render_results_section(summary: dict) -> str:
     if summary["in_context"] is None:
         return ""
     template = jinja2.Template(RESULTS_TEMPLATE.read_text(), trim_blocks=False)
-    figures = {**FIGURES, "figure7": summary["figure7"]}
+    figures = {**summary["figures"], "figure7": summary["figure7"]}  # paths in the model folder
     return template.render(
         in_context=summary["in_context"],
         probes=summary["probes"],
@@ -190,7 +184,7 @@ def render_report(
 
 
 def render_study_report(summary: dict, machine: dict) -> str:
-    """`REPORT.md` of a depth-and-seed study (`modeling_hmmroformer.study.summarize_study`)."""
+    """`REPORT.md` of a depth-and-seed study (built by `modeling_hmmroformer.experiments.aggregate.summarize_study`)."""
     environment = jinja2.Environment(undefined=jinja2.StrictUndefined)
     environment.filters["stat"] = across_seeds_text
     environment.filters["claim_cell"] = claim_cell_text
@@ -222,3 +216,64 @@ def claim_cell_text(cell: dict | None) -> str:
 def number_text(value: float | None, spec: str = ".3f") -> str:
     """`value` formatted by `spec`, "n/a" where there is none (a fit from fewer than two points)."""
     return "n/a" if value is None else format(value, spec)
+
+
+# ---- the dataset card -------------------------------------------------------------------------
+def render_dataset_card(facts: dict, *, location: str, repo_id: str | None = None) -> DatasetCard:
+    """The dataset card of a corpus: YAML `configs:` for `load_dataset(folder)`, then the numbers.
+
+    `facts` is plain data (`hmm_datasets.export.dataset_card_facts`): the corpus config, its
+    splits with their Parquet bytes, the HMM tensors, the Bayes-optimal table. `location` is what
+    the usage snippet loads (the folder, or the Hub id once pushed); `repo_id` the Hub dataset
+    repo, when there is one. The YAML `dataset_info` (split sizes, bytes) also tells apart, in
+    datasets' cache, two corpora whose folders have the same name: for a folder with `configs:`
+    datasets keys its cache by the folder's name, the file patterns and this `dataset_info`.
+    """
+    config, splits = facts["config"], facts["splits"]
+    card_data = DatasetCardData(
+        license="apache-2.0",
+        pretty_name=f"Mixture of {config['num_tasks']} HMMs ({config['name']})",
+        task_categories=["text-generation"],
+        tags=["hidden-markov-model", "in-context-learning", "synthetic", "hmm-roformer", "arxiv:2506.01919"],
+        size_categories=size_category(sum(split["rows"] for split in splits)),
+        configs=[
+            {
+                "config_name": "default",
+                "data_files": [
+                    {"split": split["name"], "path": f"{facts['data_dir']}/{split['name']}-*.parquet"}
+                    for split in splits
+                ],
+            }
+        ],
+        dataset_info={
+            "config_name": "default",
+            "download_size": sum(split["bytes"] for split in splits),
+            "splits": [
+                {"name": split["name"], "num_bytes": split["bytes"], "num_examples": split["rows"]}
+                for split in splits
+            ],
+        },
+    )
+    return DatasetCard.from_template(
+        card_data,
+        template_path=str(DATASET_CARD_TEMPLATE),
+        pretty_name=card_data.pretty_name,
+        **facts,
+        citation=CITATION,
+        location=location,
+        repo_id=repo_id,
+        marker=DATASET_CARD_MARKER,
+    )
+
+
+def size_category(rows: int) -> str:
+    """The Hub's size category of a dataset of `rows` rows."""
+    for limit, label in (
+        (1_000, "n<1K"),
+        (10_000, "1K<n<10K"),
+        (100_000, "10K<n<100K"),
+        (1_000_000, "100K<n<1M"),
+    ):
+        if rows < limit:
+            return label
+    return "1M<n<10M"

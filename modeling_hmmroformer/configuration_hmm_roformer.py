@@ -48,7 +48,7 @@ class HMMRoFormerConfig(PreTrainedConfig):
 
     ```python
     >>> from modeling_hmmroformer import HMMRoFormerConfig, HMMRoFormerForCausalLM
-    >>> config = HMMRoFormerConfig.from_preset("small", vocab_size=17)
+    >>> config = HMMRoFormerConfig(vocab_size=17, hidden_size=128, num_hidden_layers=4, num_attention_heads=4)
     >>> model = HMMRoFormerForCausalLM(config)
     ```
     """
@@ -147,49 +147,6 @@ class HMMRoFormerConfig(PreTrainedConfig):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name}={getattr(self, name)} must be > 0.")
 
-    @classmethod
-    def from_preset(cls, name: str, **overrides) -> "HMMRoFormerConfig":
-        """A named size: "tiny" (tests), "small" (CPU demo), "mid" (8 layers, hidden 256), "paper"."""
-        if name not in PRESETS:
-            raise ValueError(f"unknown model preset {name!r}; choose one of {sorted(PRESETS)}.")
-        return cls(**{**PRESETS[name], **overrides})
-
-
-# Sizes used by the corpus presets of the same names (`paper`: the paper's 16 layers, 16
-# heads, hidden 1024, vocabulary V + 1 = 17).
-PRESETS = {
-    "tiny": {
-        "hidden_size": 32,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 2,
-        "max_position_embeddings": 256,
-    },
-    "small": {
-        "hidden_size": 128,
-        "num_hidden_layers": 4,
-        "num_attention_heads": 4,
-        "max_position_embeddings": 512,
-    },
-    "deep": {  # the paper's depth at CPU width (the depth-and-seed study): head dimension 16
-        "hidden_size": 64,
-        "num_hidden_layers": 16,
-        "num_attention_heads": 4,
-        "max_position_embeddings": 512,
-    },
-    "mid": {
-        "hidden_size": 256,
-        "num_hidden_layers": 8,
-        "num_attention_heads": 8,
-        "max_position_embeddings": 1024,
-    },
-    "paper": {
-        "hidden_size": 1024,
-        "num_hidden_layers": 16,
-        "num_attention_heads": 16,
-        "intermediate_size": 4096,
-        "max_position_embeddings": 1024,
-    },
-}
 
 HMMRoFormerConfig.register_for_auto_class()
 

@@ -481,7 +481,7 @@ class HMMRoFormerForCausalLM(HMMRoFormerPreTrainedModel, GenerationMixin):
             Next-token targets, aligned with `input_ids` (shifted inside the loss); -100 is ignored.
 
         ```python
-        >>> model = HMMRoFormerForCausalLM(HMMRoFormerConfig.from_preset("tiny", vocab_size=7))
+        >>> model = HMMRoFormerForCausalLM(HMMRoFormerConfig(vocab_size=7, hidden_size=32, num_hidden_layers=2, num_attention_heads=2))
         >>> out = model(input_ids, labels=input_ids, output_attention_logits=True)
         >>> out.loss, out.logits.shape, len(out.attention_logits)
         ```"""

@@ -8,9 +8,17 @@ from pathlib import Path
 import numpy as np
 
 from hmm_datasets import SampleLayout
-from hmm_datasets.figures import pyplot, save_figure
 
+from .figures import pyplot, save_figure
 from .layerwise import BEFORE_NORM_METRIC, CEILINGS, curve, find
+
+PROBES_JSON = "probe_results.json"
+PROBE_FIGURES = {  # figure -> file name in a probing output folder (Figure 7: one per attention row)
+    "figure2": "figure2_shuffle.png",
+    "figure3a": "figure3a_hidden_state_task.png",
+    "figure3b": "figure3b_previous_tokens.png",
+}
+FIGURE7_PATTERN = "figure7_attention_row{row}.png"
 
 
 def _band(ax, c: dict, label: str, color, line: str = "-") -> None:
@@ -171,12 +179,12 @@ def write_probe_results(result, out: str | Path) -> dict[str, Path]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     results = result.results
-    paths = {"json": out / "probe_results.json"}
+    paths = {"json": out / PROBES_JSON}
     paths["json"].write_text(json.dumps(results, indent=1) + "\n")
-    paths["figure2"] = plot_figure2(results, out / "figure2_shuffle.png")
-    paths["figure3a"] = plot_figure3a(results, out / "figure3a_hidden_state_task.png")
-    paths["figure3b"] = plot_figure3b(results, out / "figure3b_previous_tokens.png")
+    paths["figure2"] = plot_figure2(results, out / PROBE_FIGURES["figure2"])
+    paths["figure3a"] = plot_figure3a(results, out / PROBE_FIGURES["figure3a"])
+    paths["figure3b"] = plot_figure3b(results, out / PROBE_FIGURES["figure3b"])
     for index, row in enumerate(results["settings"]["attention_rows"]):
-        path = out / f"figure7_attention_row{row}.png"
+        path = out / FIGURE7_PATTERN.format(row=row)
         paths[f"figure7_row{row}"] = plot_figure7(result.attention[:, index], result.layout, row, path)
     return paths

@@ -15,16 +15,12 @@ import argparse
 import sys
 from pathlib import Path
 
-# This file is named like the `evaluate` package and `python scripts/figure1.py` puts its
-# folder first on sys.path: drop it, so that `import evaluate` finds the package.
-sys.path = [entry for entry in sys.path if Path(entry or ".").resolve() != Path(__file__).resolve().parent]
+import torch
+from transformers import AutoModelForCausalLM
 
-import torch  # noqa: E402
-from transformers import AutoModelForCausalLM  # noqa: E402
-
-import modeling_hmmroformer  # noqa: E402, F401  (registers the Auto classes)
-from hmm_datasets.corpus import checkpoint_corpus  # noqa: E402
-from modeling_hmmroformer.evaluation import (  # noqa: E402
+import modeling_hmmroformer  # noqa: F401  (registers the Auto classes)
+from hmm_datasets.corpus import checkpoint_corpus
+from modeling_hmmroformer.experiments.evaluation import (
     figure1,
     format_figure1,
     load_evaluation_data,

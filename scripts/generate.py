@@ -16,7 +16,7 @@ import sys
 import time
 
 import hmm_datasets
-from hmm_datasets.overrides import parse_overrides
+from modeling_hmmroformer.experiments.settings import parse_overrides
 
 
 def main(argv: list[str] | None = None) -> int:

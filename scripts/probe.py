@@ -18,17 +18,13 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
-
 import modeling_hmmroformer  # noqa: F401  (registers the Auto classes)
 from hmm_datasets.corpus import checkpoint_corpus, open_corpus
-from hmm_datasets.export import local_folder
+from modeling_hmmroformer.experiments.settings import checkpoint_seed
 from probing import load_hmm_roformer
 from probing.capture import untrained_twin
 from probing.plots import write_probe_results
 from probing.run import ProbeConfig, format_summary, run_probing
-
-TRAINING_CONFIG = "training_config.yaml"
 
 
 def integers(text: str) -> tuple[int, ...]:
@@ -36,15 +32,6 @@ def integers(text: str) -> tuple[int, ...]:
         return tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError as error:
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from error
-
-
-def training_seed(model: str) -> int:
-    """The seed a checkpoint (folder or Hub id) was trained with (its training_config.yaml), else
-    the Trainer's default 42."""
-    path = local_folder(model, "model", [TRAINING_CONFIG]) / TRAINING_CONFIG
-    if not path.is_file():
-        return 42
-    return int((yaml.safe_load(path.read_text()).get("training") or {}).get("seed", 42))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         corpus = open_corpus(args.data or checkpoint_corpus(args.model))
         control = None
         if not args.no_control:
-            seed = args.control_seed if args.control_seed is not None else training_seed(args.model)
+            seed = args.control_seed if args.control_seed is not None else checkpoint_seed(args.model)
             control = untrained_twin(model, seed)
         result = run_probing(model, corpus, config, untrained_model=control, progress=not args.quiet)
     except (ValueError, OSError) as error:

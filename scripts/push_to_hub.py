@@ -22,7 +22,13 @@ import argparse
 import os
 import sys
 
-from modeling_hmmroformer.hub import HUB, format_plan, plan_dataset_upload, plan_model_upload, push_plan
+from modeling_hmmroformer.experiments.hub import (
+    HUB,
+    format_plan,
+    plan_dataset_upload,
+    plan_model_upload,
+    push_plan,
+)
 
 
 def main(argv: list[str] | None = None) -> int:

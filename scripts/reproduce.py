@@ -10,7 +10,8 @@ Any value of the preset's run config (configs/<preset>.yaml) is overridden with
 
 A rerun of the same command skips every complete stage (corpus, train, evaluate, probe, memory,
 model, report) and redoes an interrupted one; training resumes from its last complete
-checkpoint. See modeling_hmmroformer/reproduce.py for the folder layout.
+checkpoint. See modeling_hmmroformer/experiments/pipeline.py for the stages and
+modeling_hmmroformer/experiments/layout.py for the folder layout.
 """
 
 from __future__ import annotations
@@ -20,43 +21,41 @@ import json
 import sys
 from pathlib import Path
 
-from modeling_hmmroformer.reproduce import PRESETS, STAGES, make_reproduction, run_reproduction
-
-ROOT = Path(__file__).resolve().parent.parent
+from modeling_hmmroformer.experiments import layout
+from modeling_hmmroformer.experiments.pipeline import make_pipeline, run_pipeline
+from modeling_hmmroformer.experiments.settings import PRESETS, REPRODUCTIONS, parse_overrides
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--preset", default="small", choices=sorted(PRESETS))
+    parser.add_argument("--preset", default="small", choices=REPRODUCTIONS)
     parser.add_argument("--out", help="reproduction folder (default: runs/reproduce-<preset>)")
-    parser.add_argument("--redo", choices=STAGES, help="redo this stage and every later one")
+    parser.add_argument(
+        "--redo",
+        help="redo this stage and every later one (corpus, train, evaluate, probe, memory, model, report)",
+    )
     parser.add_argument("--num-processes", type=int, default=1, help="GPUs to train on (data parallel)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args, overrides = parser.parse_known_args(argv)
     out = Path(args.out or f"runs/reproduce-{args.preset}")
     try:
-        reproduction = make_reproduction(
-            args.preset,
-            out,
-            configs_dir=ROOT / "configs",
-            train_script=ROOT / "scripts" / "train.py",
-            overrides=overrides,
-            num_processes=args.num_processes,
-            progress=not args.quiet,
+        settings = PRESETS[args.preset].replace(overrides=parse_overrides(overrides))
+        pipeline = make_pipeline(
+            settings, out, kind="reproduce", num_processes=args.num_processes, progress=not args.quiet
         )
-        state = run_reproduction(reproduction, redo=args.redo)
+        state = run_pipeline(pipeline, redo=args.redo)
     except (ValueError, RuntimeError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    results = json.loads((out / "results.json").read_text())
+    results = json.loads((out / layout.RESULTS_JSON).read_text())
     print()
     for claim in results["claims"]:
         verdict = "yes" if claim["holds"] else "NO "
         print(f"  Fig {claim['figure']:<5} {verdict}  {claim['claim']}: {claim['measured']}")
     total = sum(record["seconds"] for record in state["stages"].values())
-    print(f"\n{out / 'REPORT.md'} written; stages took {total:.0f} s in all.")
+    print(f"\n{out / layout.REPORT_MD} written; stages took {total:.0f} s in all.")
     return 0
 
 

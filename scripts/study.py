@@ -2,6 +2,7 @@
 
     python scripts/study.py                          # default: depths 2,4,8,16 x seeds 0,1,2 (2 CPU cores: about 2 h)
     python scripts/study.py --study quick --out /tmp/q   # tiny models, seconds (the test suite runs it)
+    python scripts/study.py --study small --seeds 0 1 2  # any named pipeline: here the CPU demo's model, 3 seeds
     python scripts/study.py --depths 8 16 --seeds 0 1 2 3 --out runs/study-deep
     python scripts/study.py --redo lemma1            # redo Lemma 1 and every later stage
     python scripts/study.py --training.per_device_train_batch_size 128 --training.bf16 true   # on a GPU
@@ -21,9 +22,9 @@ import json
 import sys
 from pathlib import Path
 
-from modeling_hmmroformer.study import STUDIES, make_study, run_study, stage_names
-
-ROOT = Path(__file__).resolve().parent.parent
+from modeling_hmmroformer.experiments import layout
+from modeling_hmmroformer.experiments.pipeline import make_pipeline, run_pipeline
+from modeling_hmmroformer.experiments.settings import PRESETS, STUDIES, parse_overrides
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,25 +43,15 @@ def main(argv: list[str] | None = None) -> int:
     args, overrides = parser.parse_known_args(argv)
     out = Path(args.out or f"runs/study-{args.study}")
     try:
-        study = make_study(
-            args.study,
-            out,
-            configs_dir=ROOT / "configs",
-            progress=not args.quiet,
-            depths=args.depths,
-            seeds=args.seeds,
-            memories=args.memories,
-            overrides=tuple(overrides) if overrides else None,
+        settings = PRESETS[args.study].replace(
+            depths=args.depths, seeds=args.seeds, memories=args.memories, overrides=parse_overrides(overrides)
         )
-        if args.redo is not None and args.redo not in stage_names(study):
-            raise ValueError(
-                f"--redo {args.redo!r} is not a stage; stages are {', '.join(stage_names(study))}."
-            )
-        state = run_study(study, redo=args.redo)
+        pipeline = make_pipeline(settings, out, kind="study", progress=not args.quiet)
+        state = run_pipeline(pipeline, redo=args.redo)
     except (ValueError, RuntimeError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    results = json.loads((out / "results.json").read_text())
+    results = json.loads((out / layout.RESULTS_JSON).read_text())
     print()
     for depth in results["depths"]:
         kl, agreement = depth["kl_bayes_model"]["mean"], depth["agreement"]["mean"]
@@ -68,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         for claim in depth["claims"]:
             print(f"      {claim['holds_in']}/{claim['seeds']}  Fig {claim['figure']:<5} {claim['claim']}")
     total = sum(record["seconds"] for record in state["stages"].values())
-    print(f"\n{out / 'REPORT.md'} written; stages took {total:.0f} s in all.")
+    print(f"\n{out / layout.REPORT_MD} written; stages took {total:.0f} s in all.")
     return 0
 
 

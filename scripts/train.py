@@ -6,7 +6,8 @@
 
 The run config (YAML or JSON) is the one positional argument, or --config. Any of its values
 is overridden with --section.field value (sections: corpus, data, model, training, run; see
-hmm_datasets/overrides.py for why there are sections). See modeling_hmmroformer/training.py.
+modeling_hmmroformer/experiments/settings.py for why there are sections). See
+modeling_hmmroformer/experiments/training.py.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import sys
 
 from accelerate import PartialState
 
-from modeling_hmmroformer.training import load_run_config, train
+from modeling_hmmroformer.experiments.settings import load_run_config
+from modeling_hmmroformer.experiments.training import train
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,5 @@
-"""The packages form a stack: each imports only those below it (DESIGN.md, "Layers").
+"""The packages form a stack: each imports only those below it (docs/layout.md), and the model
+package's root holds only what travels with a checkpoint.
 
 Every import of every module is read with `ast`, those inside functions too, so an import
 that goes up the stack cannot hide in a function body.
@@ -66,6 +67,18 @@ def test_the_travelling_model_files_import_only_torch_transformers_and_each_othe
             assert module.split(".")[0] in allowed_roots or module in siblings, (
                 f"{name}:{line} imports {module}"
             )
+
+
+def test_the_model_package_root_holds_only_the_travelling_files_and_the_registration():
+    root = ROOT / "modeling_hmmroformer"
+    assert sorted(path.name for path in root.glob("*.py")) == sorted(["__init__.py", *TRAVELLING])
+    subpackages = sorted(path.parent.name for path in root.glob("*/__init__.py"))
+    assert subpackages == ["experiments"]
+    # importing the model registers it and nothing else: the experiment is not pulled in
+    for line, module in imported_modules(root / "__init__.py"):
+        assert module.split(".")[0] in {"transformers"} or module in {
+            f"modeling_hmmroformer.{Path(name).stem}" for name in TRAVELLING
+        }, f"__init__.py:{line} imports {module}"
 
 
 def test_the_import_reader_sees_imports_inside_functions(tmp_path):

@@ -1,4 +1,4 @@
-"""Lemma 1 measured: memory-L predictors against the full ones, the decay fit, the figure."""
+"""Lemma 1 measured: memory-L predictors against the full ones, the decay fit."""
 
 import json
 
@@ -12,7 +12,6 @@ from hmm_datasets.memory import (
     check_memories,
     fit_exponential_decay,
     lemma1,
-    plot_lemma1,
     scored_positions,
 )
 
@@ -114,8 +113,3 @@ def test_bad_memories_name_the_value(memories, message, tiny):
         check_memories(memories)
     with pytest.raises(ValueError, match=message):
         lemma1(params, rows["input_ids"], rows["task_id"], memories)
-
-
-def test_plot_is_written(result, tmp_path):
-    path = plot_lemma1(result, tmp_path / "lemma1.png")
-    assert path.stat().st_size > 10_000

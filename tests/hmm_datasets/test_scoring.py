@@ -10,7 +10,6 @@ from hmm_datasets import BayesOptimalPredictor, SampleLayout, get_preset, keep_l
 from hmm_datasets.predictors import Predictor
 from hmm_datasets.sampler import SamplingTables, generate_rows
 from hmm_datasets.scoring import (
-    InContextMetric,
     demo_counts_for,
     flatten_scores,
     in_context_scores,
@@ -119,28 +118,6 @@ def test_breakdowns_cover_the_layout_and_skip_delimiters(tiny):
     assert scores["by_demos_seen"]["bayes_accuracy"][-1] == scores["test"]["bayes_accuracy"]
     flat = flatten_scores(scores)
     assert flat["icl/test_agreement"] == 1.0 and "icl/demos_seen_0/agreement" in flat
-
-
-def test_evaluate_metric_equals_the_function(tiny):
-    config, ids, bayes, oracle = tiny
-    log_probs = torch.log_softmax(torch.randn(bayes.shape, generator=torch.Generator().manual_seed(0)), -1)
-    layout = SampleLayout.from_config(config)
-    expected = in_context_scores(log_probs.float(), ids, bayes, oracle, layout)
-    metric = InContextMetric(keep_in_memory=True)
-    for start in (0, 16):  # two batches, as in an evaluation loop
-        metric.add_batch(
-            predictions=log_probs[start : start + 16].float().numpy(),
-            references=ids[start : start + 16].numpy(),
-        )
-    got = metric.compute(
-        bayes_probs=bayes,
-        oracle_probs=oracle,
-        num_demos=layout.num_demos,
-        demo_length=layout.demo_length,
-        test_length=layout.test_length,
-    )
-    for name, value in expected["test"].items():
-        assert got["test"][name] == pytest.approx(value, abs=1e-6)
 
 
 def test_the_predictor_object_in_place_of_its_probabilities_is_a_clear_error(tiny):

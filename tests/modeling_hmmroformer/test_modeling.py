@@ -14,14 +14,20 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 import hmm_datasets
 from hmm_datasets.corpus import check_model_fits_corpus
 from modeling_hmmroformer import HMMRoFormerConfig, HMMRoFormerForCausalLM, HMMRoFormerModel
-from modeling_hmmroformer.training import config_for_corpus
+from modeling_hmmroformer.experiments.training import config_for_corpus
+
+TINY_SIZES = {
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+}  # configs/tiny.yaml's model
 
 VOCAB = 7
 
 
 def make_model(seed=0, **overrides) -> HMMRoFormerForCausalLM:
     torch.manual_seed(seed)
-    config = HMMRoFormerConfig.from_preset("tiny", vocab_size=VOCAB, **overrides)
+    config = HMMRoFormerConfig(**TINY_SIZES, vocab_size=VOCAB, **overrides)
     return HMMRoFormerForCausalLM(config).eval()
 
 
@@ -372,9 +378,7 @@ def test_dropout_is_active_only_in_training(input_ids):
 )
 def test_bad_configs_name_the_values(overrides, message):
     with pytest.raises(StrictDataclassError, match=message):
-        HMMRoFormerConfig.from_preset("tiny", **overrides)
-    with pytest.raises(ValueError, match="unknown model preset 'huge'"):
-        HMMRoFormerConfig.from_preset("huge")
+        HMMRoFormerConfig(**{**TINY_SIZES, **overrides})
 
 
 def test_out_of_range_tokens_and_overlong_sequences_are_refused(model):
@@ -503,13 +507,15 @@ def test_tensor_and_pipeline_parallel_logits_equal_one_process(size_name, norm_p
 
 def test_model_configs_fit_corpora_or_say_why_not():
     corpus = hmm_datasets.get_preset("paper")
-    config = config_for_corpus(corpus, "paper")
+    config = config_for_corpus(corpus, hidden_size=1024, num_hidden_layers=16, num_attention_heads=16)
     assert (config.vocab_size, config.num_hidden_layers, config.hidden_size) == (17, 16, 1024)
     assert config.max_position_embeddings >= corpus.sequence_length
-    small_vocab = HMMRoFormerConfig.from_preset("tiny", vocab_size=10)
+    small_vocab = HMMRoFormerConfig(**TINY_SIZES, vocab_size=10)
     with pytest.raises(ValueError, match="vocab_size=10 is smaller than the corpus's 17 tokens"):
         check_model_fits_corpus(small_vocab, corpus)
     with pytest.raises(
         ValueError, match="max_position_embeddings=256 is shorter than the corpus rows \\(400"
     ):
-        check_model_fits_corpus(HMMRoFormerConfig.from_preset("tiny", vocab_size=17), corpus)
+        check_model_fits_corpus(
+            HMMRoFormerConfig(**TINY_SIZES, vocab_size=17, max_position_embeddings=256), corpus
+        )

@@ -6,6 +6,12 @@ import torch
 from hmm_datasets import SampleLayout
 from modeling_hmmroformer import HMMRoFormerConfig, HMMRoFormerForCausalLM
 
+TINY_SIZES = {
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+}  # configs/tiny.yaml's model
+
 
 @pytest.fixture
 def layout() -> SampleLayout:
@@ -18,7 +24,7 @@ def tiny_model():
 
     def make(**overrides) -> HMMRoFormerForCausalLM:
         torch.manual_seed(0)
-        config = HMMRoFormerConfig.from_preset("tiny", vocab_size=7, **overrides)
+        config = HMMRoFormerConfig(**TINY_SIZES, vocab_size=7, **overrides)
         return HMMRoFormerForCausalLM(config).eval()
 
     return make

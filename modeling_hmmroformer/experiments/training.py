@@ -1,24 +1,16 @@
-"""Train HMMRoFormer on a mixture-of-HMMs corpus with `Trainer` (run under `accelerate launch`).
-
-A run is one YAML file with five sections, any value overridable on the command line:
-
-    corpus:   {preset: small, <HMMMixtureConfig field>: value, ...}
-    data:     {source: builder | <corpus folder> | <Hub dataset id>, num_proc: 2}
-    model:    {preset: small, attn_implementation: sdpa, <HMMRoFormerConfig field>: value, ...}
-    training: {<TrainingArguments field>: value, ...}
-    run:      {loss_mask: all | observations | test, vary_num_demos: false, eval_rows: 256}
+"""Train HMMRoFormer on a mixture-of-HMMs corpus with `Trainer` (run under `accelerate launch`
+or in-process by the pipeline).
 
     accelerate launch --cpu --num_processes 1 scripts/train.py --config configs/small.yaml --model.num_hidden_layers 8
 
-Every checkpoint is a `save_pretrained` folder (with the model code) plus the resolved run
-config and the corpus config; the final model folder also holds the HMM parameters, so
-the Bayes-optimal predictor can be rebuilt from it alone.
+The run config (`settings.RunConfig`) names the corpus, the model's sizes and the
+`TrainingArguments`. Every checkpoint is a `save_pretrained` folder (with the model code) plus
+the resolved run config and the corpus config; the final model folder also holds the HMM
+parameters, so the Bayes-optimal predictor can be rebuilt from it alone.
 """
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import json
 import math
 import os
@@ -28,127 +20,21 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import yaml
 from transformers import Trainer, TrainerCallback, TrainingArguments, set_seed
 from transformers.utils import logging
 
 import hmm_datasets
 from hmm_datasets import HMMMixtureConfig, HMMParams, SampleLayout
 from hmm_datasets.corpus import Corpus, check_model_fits_corpus, open_corpus
-from hmm_datasets.export import CONFIG_FILENAME as CORPUS_CONFIG_NAME
-from hmm_datasets.export import PARAMS_FILENAME
-from hmm_datasets.overrides import parse_overrides, read_yaml
 from hmm_datasets.scoring import flatten_scores, in_context_scores
 
-from .configuration_hmm_roformer import PRESETS as MODEL_PRESETS
-from .configuration_hmm_roformer import HMMRoFormerConfig
+from ..configuration_hmm_roformer import HMMRoFormerConfig
+from ..modeling_hmm_roformer import HMMRoFormerForCausalLM
+from . import layout
 from .evaluation import model_next_token_log_probs
-from .modeling_hmm_roformer import HMMRoFormerForCausalLM
+from .settings import RunConfig
 
 logger = logging.get_logger(__name__)
-SECTIONS = ("corpus", "data", "model", "training", "run")
-LOSS_MASKS = ("all", "observations", "test")
-RUN_CONFIG_NAME = "training_config.yaml"
-ICL_SCORES_NAME = "icl_scores.json"
-_TRAINING_FIELDS = {field.name for field in dataclasses.fields(TrainingArguments)}
-_CORPUS_FIELDS = {field.name for field in dataclasses.fields(HMMMixtureConfig)} - {
-    "name",
-    "version",
-    "data_dir",
-    "data_files",
-    "description",
-}
-
-
-# ---- the run config ------------------------------------------------------------------
-@dataclass
-class RunConfig:
-    """The five sections of a run, validated at construction (see the module docstring)."""
-
-    corpus: dict
-    data: dict
-    model: dict
-    training: dict
-    run: dict
-
-    def __post_init__(self) -> None:
-        self.validate()
-
-    def validate(self) -> None:
-        corpus = dict(self.corpus)
-        preset = corpus.pop("preset", None)
-        if preset not in hmm_datasets.PRESETS:
-            raise ValueError(
-                f"corpus.preset={preset!r} is not a corpus preset; choose one of {sorted(hmm_datasets.PRESETS)}."
-            )
-        _check_keys("corpus", corpus, _CORPUS_FIELDS)
-        _check_keys("data", self.data, {"source", "num_proc"})
-        model = dict(self.model)
-        if model.get("preset") not in MODEL_PRESETS:
-            raise ValueError(
-                f"model.preset={model.get('preset')!r} is not a model preset; choose one of {sorted(MODEL_PRESETS)}."
-            )
-        model_fields = {field.name for field in dataclasses.fields(HMMRoFormerConfig)}
-        _check_keys("model", model, model_fields | {"preset", "attn_implementation"})
-        _check_keys("training", self.training, _TRAINING_FIELDS)
-        if "output_dir" not in self.training:
-            raise ValueError("training.output_dir is missing: say where the run writes its checkpoints.")
-        _check_keys("run", self.run, {"loss_mask", "eval_rows", "vary_num_demos"})
-        if self.run.get("loss_mask", "all") not in LOSS_MASKS:
-            raise ValueError(f"run.loss_mask={self.run.get('loss_mask')!r} must be one of {LOSS_MASKS}.")
-        if not isinstance(self.run.get("vary_num_demos", False), bool):
-            raise ValueError(f"run.vary_num_demos={self.run['vary_num_demos']!r} must be true or false.")
-
-    @property
-    def loss_mask(self) -> str:
-        return self.run.get("loss_mask", "all")
-
-    @property
-    def vary_num_demos(self) -> bool:
-        return self.run.get("vary_num_demos", False)
-
-    @property
-    def eval_rows(self) -> int:
-        return int(self.run.get("eval_rows", 256))
-
-    @property
-    def output_dir(self) -> Path:
-        return Path(self.training["output_dir"])
-
-    def corpus_config(self) -> HMMMixtureConfig:
-        overrides = {key: value for key, value in self.corpus.items() if key != "preset"}
-        return hmm_datasets.get_preset(self.corpus["preset"], **overrides)
-
-    def to_dict(self) -> dict[str, dict]:
-        return {section: copy.deepcopy(getattr(self, section)) for section in SECTIONS}
-
-    def to_yaml(self) -> str:
-        return yaml.safe_dump(self.to_dict(), sort_keys=False)
-
-
-def _check_keys(section: str, values: dict, known: set[str]) -> None:
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ValueError(
-            f"unknown field(s) {unknown} in section '{section}'. Known fields: {', '.join(sorted(known))}."
-        )
-
-
-def load_run_config(path: str | os.PathLike, overrides: list[str] | None = None) -> RunConfig:
-    """Read a run YAML and apply `--section.key value` overrides (values read as YAML)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(
-            f"no run config at {path}: pass --config configs/<preset>.yaml (tiny, small or paper)."
-        )
-    values = read_yaml(path.read_text()) or {}
-    unknown = sorted(set(values) - set(SECTIONS))
-    if unknown:
-        raise ValueError(f"unknown section(s) {unknown} in {path}; sections are {SECTIONS}.")
-    values = {section: dict(values.get(section) or {}) for section in SECTIONS}
-    for section, fields in parse_overrides(overrides or [], SECTIONS).items():
-        values[section].update(fields)
-    return RunConfig(**values)
 
 
 # ---- data -----------------------------------------------------------------------------
@@ -168,7 +54,7 @@ def load_corpus(run: RunConfig) -> Corpus:
     if differ:
         raise ValueError(
             f"data.source={source} holds another corpus than the run config's corpus section: {', '.join(differ)}. "
-            f"Make the corpus section describe it (its {CORPUS_CONFIG_NAME} has every field), or use "
+            f"Make the corpus section describe it (its {layout.CORPUS_CONFIG_JSON} has every field), or use "
             "data.source: builder to generate the corpus the section describes."
         )
     return corpus
@@ -261,7 +147,9 @@ class InContextTrainer(Trainer):
         metrics.update(flat)
         if self.is_world_process_zero():
             record = {"step": self.state.global_step, **scores}
-            (Path(self.args.output_dir) / ICL_SCORES_NAME).write_text(json.dumps(record, indent=1) + "\n")
+            (Path(self.args.output_dir) / layout.ICL_SCORES_JSON).write_text(
+                json.dumps(record, indent=1) + "\n"
+            )
         return metrics
 
 
@@ -311,13 +199,13 @@ def step_time_summary(started: float, step_ends: list[float]) -> dict[str, float
 
 def write_run_files(folder: Path, run: RunConfig, corpus_config: HMMMixtureConfig) -> None:
     """The corpus config, then the run config (written last: a checkpoint with it is complete)."""
-    (folder / CORPUS_CONFIG_NAME).write_text(corpus_config.to_json() + "\n")
-    (folder / RUN_CONFIG_NAME).write_text(run.to_yaml())
+    (folder / layout.CORPUS_CONFIG_JSON).write_text(corpus_config.to_json() + "\n")
+    (folder / layout.RUN_CONFIG_YAML).write_text(run.to_yaml())
 
 
 # ---- checkpoints ------------------------------------------------------------------------------
 def is_complete_checkpoint(folder: Path) -> bool:
-    names = ("config.json", "model.safetensors", "trainer_state.json", RUN_CONFIG_NAME)
+    names = ("config.json", "model.safetensors", "trainer_state.json", layout.RUN_CONFIG_YAML)
     return all((folder / name).exists() for name in names)
 
 
@@ -333,44 +221,27 @@ def resume_checkpoint(output_dir: Path) -> Path:
     if not complete:
         raise ValueError(
             f"--resume: no complete checkpoint in {output_dir} (a complete one holds config.json, "
-            f"model.safetensors, trainer_state.json and {RUN_CONFIG_NAME}). Start the run without --resume."
+            f"model.safetensors, trainer_state.json and {layout.RUN_CONFIG_YAML}). Start the run without --resume."
         )
     return complete[-1]
 
 
 # ---- the run ----------------------------------------------------------------------------------
-def config_for_corpus(
-    corpus_config: HMMMixtureConfig, preset: str = "small", **overrides
-) -> HMMRoFormerConfig:
-    """A model config of a named size whose vocabulary and positions fit the corpus (any field
-    can be overridden; a model that cannot read the corpus is refused)."""
-    base = HMMRoFormerConfig.from_preset(preset)
-    positions = max(base.max_position_embeddings, corpus_config.sequence_length)
-    values = {"vocab_size": corpus_config.model_vocab_size, "max_position_embeddings": positions, **overrides}
-    config = HMMRoFormerConfig.from_preset(preset, **values)
+def config_for_corpus(corpus_config: HMMMixtureConfig, **sizes) -> HMMRoFormerConfig:
+    """A model config whose vocabulary and positions fit the corpus, with the given sizes (any
+    field of `HMMRoFormerConfig`); a model that cannot read the corpus is refused."""
+    positions = max(HMMRoFormerConfig.max_position_embeddings, corpus_config.sequence_length)
+    values = {"vocab_size": corpus_config.model_vocab_size, "max_position_embeddings": positions, **sizes}
+    config = HMMRoFormerConfig(**values)
     check_model_fits_corpus(config, corpus_config)
     return config
 
 
-def build_model_config(run: RunConfig, corpus_config: HMMMixtureConfig) -> HMMRoFormerConfig:
-    """The model config of a run: its `model:` section, sized to read the corpus."""
-    overrides = {
-        key: value for key, value in run.model.items() if key not in ("preset", "attn_implementation")
-    }
-    return config_for_corpus(corpus_config, run.model["preset"], **overrides)
-
-
 def build_model(run: RunConfig, corpus_config: HMMMixtureConfig) -> HMMRoFormerForCausalLM:
-    model = HMMRoFormerForCausalLM(build_model_config(run, corpus_config))
+    """The model of a run: its `model:` section, sized to read the corpus."""
+    model = HMMRoFormerForCausalLM(config_for_corpus(corpus_config, **run.model_sizes()))
     model.set_attn_implementation(run.model.get("attn_implementation", "sdpa"))
     return model
-
-
-def initial_model(run: RunConfig, corpus_config: HMMMixtureConfig) -> HMMRoFormerForCausalLM:
-    """The model as training initialises it (the run's seed, the same weights), in eval mode:
-    the untrained control of the probes."""
-    set_seed(int(run.training.get("seed", 42)))
-    return build_model(run, corpus_config).eval()
 
 
 def warn_about_idle_cores() -> None:
@@ -437,14 +308,14 @@ def prepare(run: RunConfig, resume: bool) -> PreparedRun:
     )
     if trainer.is_world_process_zero():
         output_dir.mkdir(parents=True, exist_ok=True)
-        (output_dir / RUN_CONFIG_NAME).write_text(run.to_yaml())
+        (output_dir / layout.RUN_CONFIG_YAML).write_text(run.to_yaml())
     return PreparedRun(trainer, corpus, checkpoint)
 
 
 def finished_run_metrics(run: RunConfig) -> dict | None:
     """The results of a run that already trained all its steps (its newest checkpoint is at
     `max_steps` and its final folder is written), else None: resuming it has nothing to do."""
-    results = run.output_dir / "train_results.json"
+    results = run.output_dir / layout.TRAIN_RESULTS_JSON
     if not results.is_file():
         return None
     state = json.loads((resume_checkpoint(run.output_dir) / "trainer_state.json").read_text())
@@ -474,7 +345,7 @@ def train(run: RunConfig, resume: bool = False) -> dict:
         metrics.update(trainer.evaluate())
     if trainer.is_world_process_zero():
         write_run_files(run.output_dir, run, corpus.config)
-        corpus.params.save(run.output_dir / PARAMS_FILENAME)
+        corpus.params.save(run.output_dir / layout.PARAMS_FILENAME)
         tokens = trainer.state.global_step * _tokens_per_step(trainer, corpus.config)
         metrics["train_tokens"] = tokens
         metrics["train_steps"] = trainer.state.global_step
@@ -482,7 +353,9 @@ def train(run: RunConfig, resume: bool = False) -> dict:
         metrics.update(step_time_summary(timer.started, timer.step_ends))
         if torch.cuda.is_available():  # this process's peak, evaluation included
             metrics["peak_gpu_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
-        (run.output_dir / "train_results.json").write_text(json.dumps(_jsonable(metrics), indent=2) + "\n")
+        (run.output_dir / layout.TRAIN_RESULTS_JSON).write_text(
+            json.dumps(_jsonable(metrics), indent=2) + "\n"
+        )
     return metrics
 
 

@@ -19,9 +19,11 @@ import torch
 
 from hmm_datasets import HMMMixtureConfig, HMMParams, SampleLayout
 from hmm_datasets.corpus import open_corpus
-from hmm_datasets.figures import pyplot, save_figure
 from hmm_datasets.predictors import Predictor, reference_predictors
 from hmm_datasets.scoring import EARLY_TOKENS, mean_over_tokens, scores_by_demo_count
+from probing.figures import pyplot, save_figure
+
+from . import layout
 
 
 @dataclass
@@ -196,6 +198,6 @@ def write_figure1(result: dict, out: str | Path) -> dict[str, Path]:
     """`figure1.json` and `figure1.png` in `out`."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    json_path = out / "figure1.json"
+    json_path = out / layout.FIGURE1_JSON
     json_path.write_text(json.dumps(result, indent=1) + "\n")
-    return {"json": json_path, "png": plot_figure1(result, out / "figure1.png")}
+    return {"json": json_path, "png": plot_figure1(result, out / layout.FIGURE1_PNG)}

@@ -1,4 +1,4 @@
-"""The model cut to its last L tokens, beside the memory-L Bayes predictor."""
+"""The model cut to its last L tokens, beside the memory-L Bayes predictor; the Lemma 1 figure."""
 
 import json
 
@@ -7,10 +7,16 @@ import torch
 from tqdm.auto import tqdm
 
 from hmm_datasets import SamplingTables, generate_rows, get_preset, sample_hmm_params
-from hmm_datasets.memory import scored_positions
+from hmm_datasets.memory import lemma1, scored_positions
 from modeling_hmmroformer import HMMRoFormerConfig, HMMRoFormerForCausalLM
-from modeling_hmmroformer.evaluation import model_next_token_probs
-from modeling_hmmroformer.memory import cut_model_probs, model_memory
+from modeling_hmmroformer.experiments.evaluation import model_next_token_probs
+from modeling_hmmroformer.experiments.memory import cut_model_probs, model_memory, plot_lemma1
+
+TINY_SIZES = {
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+}  # configs/tiny.yaml's model
 
 LENGTH = 52  # the tiny rows
 
@@ -26,7 +32,7 @@ def tiny():
 def tiny_model(vocab_size=7) -> HMMRoFormerForCausalLM:
     """A seeded, untrained tiny HMMRoFormer (as tests/probing/conftest.py's `tiny_model`)."""
     torch.manual_seed(0)
-    return HMMRoFormerForCausalLM(HMMRoFormerConfig.from_preset("tiny", vocab_size=vocab_size)).eval()
+    return HMMRoFormerForCausalLM(HMMRoFormerConfig(**TINY_SIZES, vocab_size=vocab_size)).eval()
 
 
 def without_attention(model: HMMRoFormerForCausalLM) -> HMMRoFormerForCausalLM:
@@ -105,3 +111,10 @@ def test_bad_memories_raise(tiny, memories, message):
 def test_a_model_with_too_small_a_vocabulary_is_refused(tiny):
     with pytest.raises(ValueError, match="vocab_size=5 is smaller than the HMMs' 7 tokens"):
         run(tiny_model(vocab_size=5), tiny, [1])
+
+
+def test_the_lemma1_figure_is_written(tiny, tmp_path):
+    params, rows = tiny
+    result = lemma1(params, rows["input_ids"], rows["task_id"], (1, 2, 4, 8, LENGTH))
+    path = plot_lemma1(result, tmp_path / "lemma1.png")
+    assert path.stat().st_size > 10_000

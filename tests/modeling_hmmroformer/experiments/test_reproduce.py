@@ -13,18 +13,12 @@ import torch
 from huggingface_hub import ModelCard
 
 import hmm_datasets
-from modeling_hmmroformer.reproduce import (
-    PRESETS,
-    STAGES,
-    STATE_NAME,
-    ReproducePreset,
-    make_reproduction,
-    read_state,
-    run_reproduction,
-)
+from modeling_hmmroformer.experiments import pipeline as pipeline_module
+from modeling_hmmroformer.experiments.pipeline import make_pipeline, read_state, run_pipeline, stage_names
+from modeling_hmmroformer.experiments.settings import PRESETS, REPRODUCTIONS, get_settings
 from probing import capture_hidden_states, load_hmm_roformer, sample_positions
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FIGURES = [
     "figure1/figure1.png",
     "probes/figure2_shuffle.png",
@@ -36,15 +30,22 @@ FIGURES = [
 ]
 
 
-def tiny_reproduction(out, *overrides):
-    return make_reproduction(
-        "tiny",
-        out,
-        configs_dir=ROOT / "configs",
-        train_script=ROOT / "scripts" / "train.py",
-        overrides=list(overrides),
-        progress=False,
-    )
+STATE_NAME = "reproduce_state.json"
+STAGES = ["corpus", "train", "evaluate", "probe", "memory", "model", "report"]
+
+
+def tiny_reproduction(out, **overrides):
+    settings = get_settings("tiny", overrides=overrides)
+    return make_pipeline(settings, out, kind="reproduce", progress=False)
+
+
+def test_a_reproduction_is_the_pipeline_of_one_model_in_its_own_folder(tmp_path):
+    pipeline = tiny_reproduction(tmp_path / "r")
+    assert stage_names(pipeline) == STAGES
+    [model] = pipeline.models
+    assert model.folder == tmp_path / "r" and (model.depth, model.seed) == (2, 0)  # configs/tiny.yaml's own
+    assert model.run.output_dir == tmp_path / "r" / "training"
+    assert model.run.data["source"] == str(tmp_path / "r" / "corpus")
 
 
 def test_the_report_shows_every_figure_and_every_number_next_to_bayes(reproduced_tiny):
@@ -149,7 +150,7 @@ def test_an_interrupted_stage_is_redone_never_used(reproduced_tiny, tmp_path):
     (out / ".figure1.partial" / "junk").write_text("x")
     trained = (out / "training" / "model.safetensors").stat().st_mtime_ns
     logged = []
-    run_reproduction(tiny_reproduction(out), log=logged.append)
+    run_pipeline(tiny_reproduction(out), log=logged.append)
     assert logged[:2] == [line for line in logged if "skipped" in line]  # corpus and train
     assert (out / "figure1" / "figure1.json").read_text() == original  # redone, same seed, same numbers
     assert json.loads((out / "model" / "figure1" / "figure1.json").read_text()) == json.loads(original)
@@ -158,18 +159,45 @@ def test_an_interrupted_stage_is_redone_never_used(reproduced_tiny, tmp_path):
     assert set(json.loads((out / STATE_NAME).read_text())["stages"]) == set(STAGES)
 
 
+def test_training_runs_in_this_process_and_resumes_to_the_same_weights(
+    reproduced_tiny, tmp_path, monkeypatch
+):
+    """One process: no `accelerate launch` subprocess; a run stopped after its first checkpoint
+    resumes from it to the weights the whole run gave."""
+    source, _ = reproduced_tiny
+    out = tmp_path / "tiny"
+    shutil.copytree(source, out)
+    training = out / "training"
+    expected = load_hmm_roformer(str(training), "cpu").state_dict()
+    checkpoints = sorted(training.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+    shutil.rmtree(checkpoints[-1])  # stopped before the last checkpoint
+    (training / "train_results.json").unlink()
+    (training / "model.safetensors").unlink()
+
+    def no_subprocess(*args, **kwargs):
+        raise AssertionError(f"a one-process run launched a subprocess: {args}")
+
+    monkeypatch.setattr(pipeline_module.subprocess, "run", no_subprocess)
+    pipeline = tiny_reproduction(out)
+    pipeline_module.train_model(pipeline, pipeline.models[0])
+    resumed = load_hmm_roformer(str(training), "cpu").state_dict()
+    for name, value in expected.items():
+        torch.testing.assert_close(resumed[name], value, rtol=0, atol=1e-6, msg=name)
+    assert (out / "run_config.yaml").is_file()
+
+
 def test_a_folder_made_with_other_settings_is_refused_and_kept(reproduced_tiny):
     out, _ = reproduced_tiny
     state = (out / STATE_NAME).read_text()
     with pytest.raises(ValueError, match="other settings"):
-        read_state(tiny_reproduction(out, "--training.max_steps=10"))
+        read_state(tiny_reproduction(out, training={"max_steps": 10}))
     assert (out / STATE_NAME).read_text() == state
 
 
 def test_a_folder_that_is_not_a_reproduction_is_refused(tmp_path):
     (tmp_path / "notes.txt").write_text("mine")
     with pytest.raises(ValueError, match="not a reproduction folder"):
-        run_reproduction(tiny_reproduction(tmp_path))
+        run_pipeline(tiny_reproduction(tmp_path))
     assert [path.name for path in tmp_path.iterdir()] == ["notes.txt"]
 
 
@@ -199,14 +227,13 @@ def test_bad_input_is_one_error_line(tmp_path, arguments, message):
     assert not (tmp_path / "r").exists()
 
 
-def test_presets_are_validated():
-    assert set(PRESETS) == {"tiny", "small", "paper"}
-    with pytest.raises(ValueError, match="eval_rows"):
-        ReproducePreset("x", "tiny.yaml", eval_rows=0, corpus_table_rows=0)
-    with pytest.raises(ValueError, match="not a reproduction preset"):
-        make_reproduction(
-            "huge", "x", configs_dir=ROOT / "configs", train_script=ROOT / "scripts" / "train.py"
-        )
+def test_presets_are_validated(tmp_path):
+    assert REPRODUCTIONS == ["paper", "small", "tiny"]
+    with pytest.raises(ValueError, match="not a named pipeline"):
+        get_settings("huge")
+    with pytest.raises(ValueError, match="run it with scripts/study.py --study quick"):
+        make_pipeline(PRESETS["quick"], tmp_path / "q", kind="reproduce")
+    assert not (tmp_path / "q").exists()
 
 
 # ---- the published folders, without the plugin ------------------------------------------------

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
-from hmm_datasets.figures import pyplot, save_figure
+from probing.figures import pyplot, save_figure
+
+from . import layout
 
 SHUFFLE_PARTS = {  # probe_results.json metric -> (panel title, y label)
     "relative_logit_change": ("total change", "relative change of attention logits"),
@@ -143,8 +145,12 @@ def plot_memory_by_depth(summary: dict, path: Path) -> None:
 
 def plot_study(summary: dict, folder: Path) -> None:
     """Every figure of the study's report into `folder`."""
-    plot_distance_to_bayes(summary, folder / "distance_to_bayes.png")
-    plot_shuffle_by_depth(summary, folder / "shuffle_by_depth.png")
-    plot_headroom_by_depth(summary, folder / "headroom_by_depth.png")
-    plot_previous_tokens_by_depth(summary, folder / "previous_tokens_by_depth.png")
-    plot_memory_by_depth(summary, folder / "memory_by_depth.png")
+    plots = {
+        "distance_to_bayes": plot_distance_to_bayes,
+        "shuffle_by_depth": plot_shuffle_by_depth,
+        "headroom_by_depth": plot_headroom_by_depth,
+        "previous_tokens_by_depth": plot_previous_tokens_by_depth,
+        "memory_by_depth": plot_memory_by_depth,
+    }
+    for name, plot in plots.items():
+        plot(summary, folder / Path(layout.STUDY_FIGURES[name]).name)

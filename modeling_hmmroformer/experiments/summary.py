@@ -1,9 +1,9 @@
 """What a model folder holds, summarized for its card and the reproduction report.
 
-A model folder written by `scripts/train.py` holds `config.json`, the corpus config
-(`hmm_mixture_config.json`), the run config (`training_config.yaml`) and
-`train_results.json`; `scripts/figure1.py` and `scripts/probe.py` add `figure1/figure1.json`
-and `probes/probe_results.json` (their default output folders). `summarize_model_folder`
+A model folder written by `scripts/train.py` holds `config.json`, the corpus config, the run
+config and the training results; `scripts/figure1.py` and `scripts/probe.py` add Figure 1's
+and the probes' results in their default output folders, the pipeline the model's memory
+(`layout` names every file). `summarize_model_folder`
 turns whatever of these is present into one JSON-ready summary, which `model_cards.render`
 renders into the model card and `REPORT.md`; `paper_claims` says which of the paper's claims
 the numbers show.
@@ -20,12 +20,10 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from probing.plots import FIGURE7_PATTERN
 from probing.run import summarize_probe_results
 
-FIGURE1_JSON = Path("figure1") / "figure1.json"
-PROBES_JSON = Path("probes") / "probe_results.json"
-LEMMA1_JSON = Path("memory") / "lemma1.json"
-MEMORY_JSON = Path("memory") / "memory.json"
+from . import layout
 
 
 def summarize_figure1(figure1: dict) -> dict:
@@ -279,23 +277,22 @@ def summarize_model_folder(folder: str | os.PathLike) -> dict:
     if (folder / "model.safetensors").is_file():
         summary["model"]["num_parameters"] = safetensors_parameter_count(folder / "model.safetensors")
     optional = {
-        "corpus": "hmm_mixture_config.json",
-        "training": "train_results.json",
-        "figure1": FIGURE1_JSON,
-        "probes": PROBES_JSON,
-        "lemma1": LEMMA1_JSON,
-        "model_memory": MEMORY_JSON,
+        "corpus": layout.CORPUS_CONFIG_JSON,
+        "training": layout.TRAIN_RESULTS_JSON,
+        **layout.ANALYSIS_FILES,
     }
     raw = {name: _read_json(folder / path) for name, path in optional.items()}
     summary["corpus"] = raw["corpus"]
     summary["training"] = raw["training"]
-    run_config = folder / "training_config.yaml"
+    run_config = folder / layout.RUN_CONFIG_YAML
     summary["run_config"] = yaml.safe_load(run_config.read_text()) if run_config.is_file() else None
     summary["in_context"] = summarize_figure1(raw["figure1"]) if raw["figure1"] else None
     summary["probes"] = summarize_probe_results(raw["probes"]) if raw["probes"] else None
     summary["memory"] = summarize_memory(raw["lemma1"], raw["model_memory"])
     summary["claims"] = paper_claims(raw["figure1"], summary["probes"])
-    summary["figure7"] = sorted(str(p.relative_to(folder)) for p in folder.glob("probes/figure7_*.png"))
+    figure7 = folder.glob(f"{layout.PROBES}/{FIGURE7_PATTERN.format(row='*')}")
+    summary["figure7"] = sorted(str(p.relative_to(folder)) for p in figure7)
+    summary["figures"] = dict(layout.CARD_FIGURES)
     return summary
 
 

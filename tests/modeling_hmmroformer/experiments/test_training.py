@@ -16,19 +16,19 @@ import torch
 from transformers import AutoModelForCausalLM
 
 import hmm_datasets
-from modeling_hmmroformer import training
-from modeling_hmmroformer.training import (
+from modeling_hmmroformer.experiments import training
+from modeling_hmmroformer.experiments.settings import load_run_config
+from modeling_hmmroformer.experiments.training import (
     FixedLengthCollator,
-    build_model_config,
+    config_for_corpus,
     is_complete_checkpoint,
-    load_run_config,
     prepare,
     step_time_summary,
     train,
     with_random_demo_counts,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TINY = ROOT / "configs" / "tiny.yaml"
 ACCELERATE = [
     sys.executable,
@@ -65,7 +65,7 @@ def test_overrides_are_typed_and_reach_every_section(tmp_path):
 def test_the_shipped_configs_resolve_to_a_model_that_reads_their_corpus(name):
     run = load_run_config(ROOT / "configs" / f"{name}.yaml")
     corpus = run.corpus_config()
-    model = build_model_config(run, corpus)
+    model = config_for_corpus(corpus, **run.model_sizes())
     assert corpus == hmm_datasets.get_preset(name)  # the run trains on the corpus its preset names
     assert model.vocab_size == corpus.vocab_size + 1
     assert model.max_position_embeddings >= corpus.sequence_length and model.num_hidden_layers >= 2
@@ -82,7 +82,7 @@ def test_the_shipped_configs_resolve_to_a_model_that_reads_their_corpus(name):
     ("overrides", "message"),
     [
         (["--corpus.preset", "huge"], "corpus.preset='huge' is not a corpus preset"),
-        (["--model.preset", "giant"], "model.preset='giant' is not a model preset"),
+        (["--model.preset", "small"], "model.preset is not read any more: write the model's sizes"),
         (["--model.num_layers", "3"], r"unknown field\(s\) \['num_layers'\] in section 'model'"),
         (["--training.learning_rte", "1"], r"unknown field\(s\) \['learning_rte'\] in section 'training'"),
         (["--optimizer.lr", "1"], "unknown section 'optimizer'"),

@@ -3,7 +3,7 @@
 import json
 import shutil
 
-from modeling_hmmroformer.summary import paper_claims, summarize_model_folder
+from modeling_hmmroformer.experiments.summary import paper_claims, summarize_model_folder
 
 
 def test_claims_follow_the_measurements(reproduced_tiny):
@@ -41,7 +41,7 @@ def test_a_reproduced_folder_is_summarized_from_its_files(reproduced_tiny):
         figure2["by_part"][part]["upper_layers_change_less"]
         for part in ("total", "position_only", "weighted_attention_tv")
     ]
-    assert summary["corpus"]["name"] == "tiny" and summary["run_config"]["model"]["preset"] == "tiny"
+    assert summary["corpus"]["name"] == "tiny" and summary["run_config"]["model"]["hidden_size"] == 32
 
 
 def test_a_folder_without_results_is_summarized_as_such(reproduced_tiny, tmp_path):

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from huggingface_hub import DatasetCard, ModelCard
 
-from modeling_hmmroformer.hub import format_plan, plan_dataset_upload, plan_model_upload
+from modeling_hmmroformer.experiments.hub import format_plan, plan_dataset_upload, plan_model_upload
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def push_script():

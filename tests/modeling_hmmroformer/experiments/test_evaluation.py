@@ -13,14 +13,20 @@ import torch
 import hmm_datasets
 from hmm_datasets.ceiling import accuracy_table
 from modeling_hmmroformer import HMMRoFormerConfig, HMMRoFormerForCausalLM
-from modeling_hmmroformer.evaluation import (
+from modeling_hmmroformer.experiments.evaluation import (
     figure1,
     format_figure1,
     load_evaluation_data,
     write_figure1,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+TINY_SIZES = {
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+}  # configs/tiny.yaml's model
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class BayesAsModel(torch.nn.Module):
@@ -55,7 +61,7 @@ def test_a_bayes_model_reproduces_the_bayes_curves(data):
 
 def test_an_untrained_model_is_far_from_bayes_and_files_are_written(data, tmp_path):
     torch.manual_seed(0)
-    model = HMMRoFormerForCausalLM(HMMRoFormerConfig.from_preset("tiny", vocab_size=7))
+    model = HMMRoFormerForCausalLM(HMMRoFormerConfig(**TINY_SIZES, vocab_size=7))
     result = figure1(model, data, progress=False)
     assert result["model_vs_bayes"]["kl_bayes_model"] > 0.1
     bayes = result["by_num_demos"]["bayes"]["early_accuracy"]
@@ -89,7 +95,7 @@ def test_figure1_and_the_dataset_card_table_score_the_predictors_alike(data):
 
 
 def test_a_model_with_a_smaller_vocabulary_is_refused(data):
-    model = HMMRoFormerForCausalLM(HMMRoFormerConfig.from_preset("tiny", vocab_size=5))
+    model = HMMRoFormerForCausalLM(HMMRoFormerConfig(**TINY_SIZES, vocab_size=5))
     with pytest.raises(ValueError, match="vocab_size=5 is smaller than the corpus's 7 tokens"):
         figure1(model, data, progress=False)
 
@@ -107,7 +113,7 @@ def run_evaluate_script(*arguments):
 
 def test_evaluate_script_on_a_saved_checkpoint_and_an_exported_corpus(tmp_path):
     torch.manual_seed(0)
-    model = HMMRoFormerForCausalLM(HMMRoFormerConfig.from_preset("tiny", vocab_size=7))
+    model = HMMRoFormerForCausalLM(HMMRoFormerConfig(**TINY_SIZES, vocab_size=7))
     model.save_pretrained(tmp_path / "model")
     config = hmm_datasets.get_preset("tiny")
     corpus = hmm_datasets.export_corpus(config, tmp_path / "corpus", table_rows=0, progress=False)

@@ -19,9 +19,9 @@ from transformers import AutoModelForCausalLM
 
 import hmm_datasets
 import modeling_hmmroformer  # noqa: F401 - registers the Auto classes for the local reference
-from modeling_hmmroformer.hub import plan_dataset_upload, plan_model_upload
+from modeling_hmmroformer.experiments.hub import plan_dataset_upload, plan_model_upload
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PLUGIN_MODULES = ("hmm_datasets", "modeling_hmmroformer", "probing", "model_cards")
 MODEL, CORPUS = "org/hmm-roformer-tiny", "org/hmm-mixture-tiny"
 

@@ -29,18 +29,19 @@ import torch
 from tqdm.auto import tqdm
 
 from hmm_datasets import BayesOptimalPredictor, HMMParams
-from hmm_datasets.figures import pyplot, save_figure
 from hmm_datasets.memory import (
+    FIT_FLOOR,
     check_memories,
     lemma1,
     masked_mean,
-    plot_lemma1,
     scored_positions,
     share_reaching_row_start,
     total_variation,
 )
 from hmm_datasets.scoring import next_token_scores
+from probing.figures import pyplot, save_figure
 
+from . import layout
 from .evaluation import EvaluationData, model_next_token_probs
 
 
@@ -172,6 +173,55 @@ def plot_model_memory(result: dict, path: str | Path) -> Path:
     return save_figure(fig, path)
 
 
+VARIANTS = {
+    "mixture": ("C0", "Bayes-optimal, memory L vs full"),
+    "oracle": ("C1", "oracle, memory L vs full"),
+}
+
+
+def _plot_tv(ax, memories: np.ndarray, curve: dict, color, label: str) -> float:
+    """One variant's mean TV with its interval and fitted line on a log axis; returns the smallest TV shown."""
+    tv = np.asarray(curve["tv"], dtype=float)
+    shown = tv > FIT_FLOOR  # below: equal up to rounding, and a log axis cannot show zeros
+    low, high = np.asarray(curve["tv_ci_low"]), np.asarray(curve["tv_ci_high"])
+    yerr = [(tv - low)[shown], (high - tv)[shown]]
+    ax.errorbar(memories[shown], tv[shown], yerr=yerr, fmt="o-", color=color, label=label, capsize=3)
+    fit = curve["fit"]
+    if fit["rate"] is not None:
+        grid = np.linspace(min(fit["memories"]), max(fit["memories"]), 50)
+        r2 = "" if fit["r2"] is None else f", R² {fit['r2']:.2f}"
+        ax.plot(
+            grid,
+            fit["C"] * np.exp(-fit["rate"] * grid),
+            "--",
+            color=color,
+            label=f"fit: rate {fit['rate']:.3f}/token{r2}",
+        )
+    return float(tv[shown].min(initial=np.inf))
+
+
+def plot_lemma1(result: dict, path: str | Path) -> Path:
+    """Mean TV vs L on a log axis with the fitted C exp(-rate L) lines (left), argmax agreement vs L (right)."""
+    plt = pyplot()
+    memories = np.asarray(result["memories"])
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    smallest = np.inf
+    for name, (color, label) in VARIANTS.items():
+        smallest = min(smallest, _plot_tv(left, memories, result[name], color, label))
+        right.plot(memories, result[name]["agreement"], "o-", color=color, label=label)
+    left.set_yscale("log")
+    if np.isfinite(smallest):  # interval ends near zero would stretch the axis to the rounding floor
+        left.set_ylim(bottom=smallest / 30)
+    left.set_ylabel("mean total variation to the full predictor")
+    left.set_title("Lemma 1: distance vs memory")
+    right.set_ylabel("top-1 agreement with the full predictor")
+    right.set_title("argmax agreement vs memory")
+    for ax in (left, right):
+        ax.set_xlabel("memory L (tokens)")
+        ax.legend(fontsize=8)
+    return save_figure(fig, path)
+
+
 def write_json(result: dict, path: Path) -> Path:
     path.write_text(json.dumps(result, indent=1) + "\n")
     return path
@@ -180,8 +230,8 @@ def write_json(result: dict, path: Path) -> Path:
 def write_lemma1(data: EvaluationData, memories: Sequence[int], folder: str | Path) -> dict:
     """Lemma 1 on the rows of `data`: `lemma1.json` and `lemma1.png` in `folder`; returns the result."""
     result = lemma1(data.params, data.input_ids, data.task_ids, memories)
-    write_json(result, Path(folder) / "lemma1.json")
-    plot_lemma1(result, Path(folder) / "lemma1.png")
+    write_json(result, Path(folder) / layout.LEMMA1_JSON)
+    plot_lemma1(result, Path(folder) / layout.LEMMA1_PNG)
     return result
 
 
@@ -190,14 +240,6 @@ def write_model_memory(
 ) -> dict:
     """`model_memory` on the rows of `data`: `memory.json` and `memory.png` in `folder`; returns the result."""
     result = model_memory(model, data.params, data.input_ids, data.task_ids, memories, progress=progress)
-    write_json(result, Path(folder) / "memory.json")
-    plot_model_memory(result, Path(folder) / "memory.png")
+    write_json(result, Path(folder) / layout.MEMORY_JSON)
+    plot_model_memory(result, Path(folder) / layout.MEMORY_PNG)
     return result
-
-
-def write_memory(
-    model, data: EvaluationData, memories: Sequence[int], folder: str | Path, progress: bool = False
-) -> None:
-    """Lemma 1 and the model's memory on the same rows, into `folder` (the reproduction's memory/)."""
-    write_lemma1(data, memories, folder)
-    write_model_memory(model, data, memories, folder, progress)

@@ -9,32 +9,23 @@ from pathlib import Path
 import pytest
 import torch
 
-from modeling_hmmroformer.study import (
-    STUDIES,
-    StudyConfig,
-    across_seeds,
-    aggregate_claims,
-    build_corpus,
-    claims_table,
-    make_study,
-    run_study,
-    stage_names,
-    untrained_model,
-)
-from modeling_hmmroformer.training import prepare
+from modeling_hmmroformer.experiments.aggregate import across_seeds, aggregate_claims, claims_table
+from modeling_hmmroformer.experiments.pipeline import build_corpus, make_pipeline, run_pipeline, stage_names
+from modeling_hmmroformer.experiments.settings import PRESETS, Settings, get_settings
+from modeling_hmmroformer.experiments.training import prepare
 from probing.capture import untrained_twin
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def quick_study(out, **changes):
-    return make_study("quick", out, configs_dir=ROOT / "configs", progress=False, **changes)
+    return make_pipeline(get_settings("quick", **changes), out, kind="study", progress=False)
 
 
 def test_the_quick_study_reports_every_claim_at_every_depth(quick_studied):
     out, stdout = quick_studied
     results = json.loads((out / "results.json").read_text())
-    config = STUDIES["quick"]
+    config = PRESETS["quick"]
     assert [d["depth"] for d in results["depths"]] == list(config.depths)
     assert len(results["models"]) == len(config.depths) * len(config.seeds)
     report = (out / "REPORT.md").read_text()
@@ -65,11 +56,11 @@ def test_a_rerun_skips_every_stage_and_other_settings_are_refused(quick_studied)
     out, _ = quick_studied
     before = (out / "REPORT.md").read_text()
     logged = []
-    run_study(quick_study(out), log=logged.append)
+    run_pipeline(quick_study(out), log=logged.append)
     assert all("complete, skipped" in line for line in logged)
     assert (out / "REPORT.md").read_text() == before
     with pytest.raises(ValueError, match="other settings"):
-        run_study(quick_study(out, seeds=(0, 1, 2)))
+        run_pipeline(quick_study(out, seeds=(0, 1, 2)))
     assert (out / "REPORT.md").read_text() == before
 
 
@@ -77,16 +68,37 @@ def test_the_untrained_control_is_the_trainings_own_initialisation(tmp_path):
     study = quick_study(tmp_path / "s")
     study.out.mkdir()
     build_corpus(study)
-    initial = prepare(study.run_config(2, 1), resume=False).trainer.model
-    control = untrained_model(study, 2, 1)
+    initial = prepare(study.model(2, 1).run, resume=False).trainer.model
+    control = untrained_twin(initial, 1)  # the one builder of the control: the pipeline's and probe.py's
     for (name, a), (_, b) in zip(initial.state_dict().items(), control.state_dict().items()):
         assert torch.equal(a, b), name
-    other_seed = untrained_model(study, 2, 0)
+    other_seed = untrained_twin(initial, 0)
     assert not torch.equal(other_seed.lm_head.weight, control.lm_head.weight)
-    # scripts/probe.py's control: the checkpoint's config and its training seed give the same weights
-    twin = untrained_twin(other_seed, 1)
-    for (name, a), (_, b) in zip(initial.state_dict().items(), twin.state_dict().items()):
-        assert torch.equal(a, b), name
+    assert prepare(study.model(2, 0).run, resume=False).trainer.model.lm_head.weight.equal(
+        other_seed.lm_head.weight
+    )
+
+
+def test_a_study_is_a_grid_of_models_each_in_its_folder(tmp_path):
+    study = quick_study(tmp_path / "s")
+    assert [(m.depth, m.seed) for m in study.models] == [(2, 0), (3, 0), (2, 1), (3, 1)]  # seed by seed
+    model = study.model(3, 1)
+    assert model.folder == tmp_path / "s" / "models" / "depth3-seed1"
+    assert model.run.model["num_hidden_layers"] == 3 and model.run.seed == 1
+    assert model.run.training["max_steps"] == 20  # the study's own override, applied to the run config
+    names = stage_names(study)
+    assert names[:5] == [
+        "corpus",
+        "train depth2 seed0",
+        "train depth3 seed0",
+        "train depth2 seed1",
+        "train depth3 seed1",
+    ]
+    assert names[5:9] == ["lemma1", "evaluate depth2 seed0", "probe depth2 seed0", "memory depth2 seed0"]
+    assert names[-1] == "report" and "model" not in names
+    # a one-model pipeline as a study: the study layout, not the reproduction's
+    single = make_pipeline(get_settings("tiny"), tmp_path / "t", kind="study", progress=False)
+    assert [m.folder.name for m in single.models] == ["depth2-seed0"]
 
 
 def claim(text: str, holds: bool, value: float) -> dict:
@@ -126,7 +138,7 @@ def test_claims_are_counted_over_seeds_with_a_t_interval():
 )
 def test_bad_study_settings_are_refused(changes, message):
     with pytest.raises(ValueError, match=message):
-        StudyConfig(**changes)
+        Settings("bad", "tiny.yaml", **{"depths": (2, 3), **changes})
 
 
 @pytest.mark.parametrize(

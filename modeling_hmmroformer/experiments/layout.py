@@ -1,0 +1,96 @@
+"""The folder-layout contract: the name of every file and folder a run writes, and the one
+way to write them (whole or not at all).
+
+A reproduction (`scripts/reproduce.py`) is one model in its own folder; a study
+(`scripts/study.py`) is a grid of models, each in a model folder under `models/`:
+
+    <reproduction>/                    <study>/
+      corpus/                            corpus/
+      training/                          lemma1/
+      figure1/ probes/ memory/           models/depth<L>-seed<s>/
+      model/                               training/ figure1/ probes/ memory/
+      run_config.yaml                      run_config.yaml
+      REPORT.md results.json             figures/
+      reproduce_state.json               REPORT.md results.json study_state.json
+
+A model folder (the reproduction itself, or `models/depth<L>-seed<s>/`) holds `training/`
+(the Trainer's output: checkpoints and the final model) and one folder per analysis. The
+corpus folder's own files (Parquet shards, HMM parameters, its config) are named by
+`hmm_datasets.export`; the probes' figures by `probing.plots`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hmm_datasets.export import CONFIG_FILENAME as CORPUS_CONFIG_JSON  # noqa: F401  (re-exported)
+from hmm_datasets.export import (  # noqa: F401  (the one atomic writer)
+    PARAMS_FILENAME,  # noqa: F401  (re-exported)
+    build_folder,
+    write_atomically,
+)
+from probing.plots import PROBE_FIGURES, PROBES_JSON  # noqa: F401  (re-exported)
+
+# ---- folders of a run ---------------------------------------------------------------------
+CORPUS = "corpus"
+TRAINING = "training"
+FIGURE1 = "figure1"
+PROBES = "probes"
+MEMORY = "memory"
+MODEL = "model"  # a reproduction's publishable checkpoint
+LEMMA1 = "lemma1"  # a study's Lemma 1 on the corpus (a reproduction keeps it in memory/)
+MODELS = "models"  # a study's model folders
+FIGURES = "figures"  # a study's figures against relative depth
+
+# ---- files ----------------------------------------------------------------------------------
+RUN_CONFIG_YAML = "training_config.yaml"  # the resolved run config, in every checkpoint
+RUN_CONFIG_COPY = "run_config.yaml"  # the run config a model folder's training used
+TRAIN_RESULTS_JSON = "train_results.json"
+ICL_SCORES_JSON = "icl_scores.json"
+FIGURE1_JSON = "figure1.json"
+FIGURE1_PNG = "figure1.png"
+LEMMA1_JSON = "lemma1.json"
+LEMMA1_PNG = "lemma1.png"
+MEMORY_JSON = "memory.json"
+MEMORY_PNG = "memory.png"
+REPORT_MD = "REPORT.md"
+RESULTS_JSON = "results.json"
+
+
+def write_text(path: Path, text: str) -> Path:
+    """A text file, whole or not at all (`write_atomically`)."""
+    return write_atomically(path, lambda staging: staging.write_text(text))
+
+
+def state_file(kind: str) -> str:
+    """`reproduce_state.json` or `study_state.json`: complete stages, their times, the fingerprint."""
+    return f"{kind}_state.json"
+
+
+def model_folder_name(depth: int, seed: int) -> str:
+    return f"depth{depth}-seed{seed}"
+
+
+# Where a model folder keeps the files its card and report read, relative to it.
+ANALYSIS_FILES = {
+    "figure1": Path(FIGURE1) / FIGURE1_JSON,
+    "probes": Path(PROBES) / PROBES_JSON,
+    "lemma1": Path(MEMORY) / LEMMA1_JSON,
+    "model_memory": Path(MEMORY) / MEMORY_JSON,
+}
+STUDY_FIGURES = {  # figure -> file in a study's figures/
+    name: f"{FIGURES}/{name}.png"
+    for name in (
+        "distance_to_bayes",
+        "shuffle_by_depth",
+        "headroom_by_depth",
+        "previous_tokens_by_depth",
+        "memory_by_depth",
+    )
+}
+CARD_FIGURES = {
+    "figure1": f"{FIGURE1}/{FIGURE1_PNG}",
+    **{name: f"{PROBES}/{file}" for name, file in PROBE_FIGURES.items()},
+    "lemma1": f"{MEMORY}/{LEMMA1_PNG}",
+    "memory": f"{MEMORY}/{MEMORY_PNG}",
+}

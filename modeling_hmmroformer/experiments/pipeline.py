@@ -1,0 +1,394 @@
+"""The one pipeline behind `scripts/reproduce.py` and `scripts/study.py`: a corpus, models
+trained on it, every model analysed against its untrained twin, a report.
+
+A reproduction is a pipeline of one model whose folder is the run folder; a study is a grid
+of depths x seeds, each model in `models/depth<L>-seed<s>/` (`layout` draws both). The
+stages, in order:
+
+    corpus                        the exported corpus (Parquet, HMM parameters, dataset card)
+    train [<model>]               per model, in this process (resumes its last complete checkpoint)
+    lemma1                        a study: Lemma 1 on the corpus, once
+    evaluate / probe / memory [<model>]
+                                  per model: Figure 1 against Bayes; the probes and the shuffle
+                                  test with the untrained twin as control; the model cut to a
+                                  fixed memory (a reproduction adds Lemma 1 to memory/)
+    model                         a reproduction: the checkpoint to publish, with its model card
+    report                        results.json, REPORT.md (a study adds its figures)
+
+The folder's state file names the settings' fingerprint and every complete stage with its
+wall time. A rerun skips the complete stages and redoes the others; a folder made with other
+settings, or a non-empty folder without a state file, is refused before anything is written.
+Every stage builds its output in a hidden sibling and renames it into place
+(`layout.build_folder`), so an interrupted stage leaves nothing that looks complete.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import transformers
+
+from hmm_datasets.corpus import open_corpus
+from hmm_datasets.export import export_corpus
+from model_cards.render import render_report, render_study_report, write_model_card
+from probing.capture import load_hmm_roformer, untrained_twin
+from probing.plots import write_probe_results
+from probing.run import run_probing
+
+from . import layout
+from .aggregate import summarize_study
+from .evaluation import figure1, load_evaluation_data, write_figure1
+from .memory import write_lemma1, write_model_memory
+from .plots import plot_study
+from .settings import CONFIGS_DIR, RunConfig, Settings, fingerprint, load_run_config
+from .summary import summarize_model_folder
+from .training import checkpoints, is_complete_checkpoint, train
+
+KINDS = ("reproduce", "study")
+MODEL_FILE_SUFFIXES = (".safetensors", ".json", ".py", ".yaml")  # what `model/` copies from training/
+
+
+@dataclass(frozen=True)
+class ModelRun:
+    """One model of a pipeline: its depth, seed, folder and run config."""
+
+    depth: int
+    seed: int
+    folder: Path
+    run: RunConfig
+    tag: str  # "" in a reproduction, "depth<L> seed<s>" in a study: stage names end with it
+
+    def path(self, name: str) -> Path:
+        return self.folder / name
+
+    def stage(self, name: str) -> str:
+        return f"{name} {self.tag}".strip()
+
+
+@dataclass
+class Pipeline:
+    """One pipeline folder and how to fill it."""
+
+    settings: Settings
+    out: Path
+    kind: str  # "reproduce" or "study"
+    run: RunConfig  # the run config as read (once), before each model's depth, seed and folders
+    models: list[ModelRun]
+    num_processes: int = 1
+    progress: bool = True
+
+    @property
+    def corpus(self) -> Path:
+        return self.out / layout.CORPUS
+
+    def model(self, depth: int, seed: int) -> ModelRun:
+        return next(m for m in self.models if (m.depth, m.seed) == (depth, seed))
+
+    def fingerprint(self) -> str:
+        return fingerprint(self.settings, self.run)
+
+
+def make_pipeline(
+    settings: Settings,
+    out: str | os.PathLike,
+    *,
+    kind: str,
+    configs_dir: str | os.PathLike = CONFIGS_DIR,
+    num_processes: int = 1,
+    progress: bool = True,
+) -> Pipeline:
+    """Resolve `settings` for folder `out` as a reproduction or a study (`kind`): the run config
+    read once, then one `ModelRun` per depth x seed, seed by seed (a study stopped early has
+    every depth for its first seeds)."""
+    if kind not in KINDS:
+        raise ValueError(f"kind={kind!r} must be one of {KINDS}.")
+    if kind == "reproduce" and settings.is_grid:
+        raise ValueError(
+            f"{settings.name!r} trains {len(settings.depths)} depths x {len(settings.seeds)} seeds: "
+            f"run it with scripts/study.py --study {settings.name}."
+        )
+    if num_processes < 1:
+        raise ValueError(f"--num-processes {num_processes} must be at least 1.")
+    if num_processes > 1 and not torch.cuda.is_available():
+        raise ValueError(
+            f"--num-processes {num_processes} needs as many GPUs and there is none: on a CPU the run uses "
+            "one process with every core (leave --num-processes out)."
+        )
+    out = Path(out)
+    run = load_run_config(Path(configs_dir) / settings.run_config, settings.overrides)
+    run = run.with_overrides({"data": {"source": str(out / layout.CORPUS)}})
+    models = []
+    for seed in settings.seeds or (run.seed,):
+        for depth in settings.depths or (run.depth,):
+            folder, tag = out, ""
+            if kind == "study":
+                folder = out / layout.MODELS / layout.model_folder_name(depth, seed)
+                tag = f"depth{depth} seed{seed}"
+            training = {"output_dir": str(folder / layout.TRAINING), "seed": seed}
+            if not progress:
+                training["disable_tqdm"] = True
+            placed = run.with_overrides({"model": {"num_hidden_layers": depth}, "training": training})
+            models.append(ModelRun(depth, seed, folder, placed, tag))
+    return Pipeline(settings, out, kind, run, models, num_processes, progress)
+
+
+def stage_plan(pipeline: Pipeline, state: dict) -> dict[str, Callable[[], None]]:
+    """Every stage of the pipeline, in order (the module docstring)."""
+    p, study = pipeline, pipeline.kind == "study"
+    plan = {"corpus": functools.partial(build_corpus, p)}
+    plan.update({m.stage("train"): functools.partial(train_model, p, m) for m in p.models})
+    if study:
+        plan["lemma1"] = functools.partial(measure_lemma1, p)
+    for m in p.models:
+        plan[m.stage("evaluate")] = functools.partial(evaluate_model, p, m)
+        plan[m.stage("probe")] = functools.partial(probe_model, p, m)
+        plan[m.stage("memory")] = functools.partial(measure_memory, p, m, with_lemma1=not study)
+    if not study:
+        plan["model"] = functools.partial(package_model, p, p.models[0])
+    plan["report"] = functools.partial(write_study_report if study else write_report, p, state)
+    return plan
+
+
+def stage_names(pipeline: Pipeline) -> list[str]:
+    return list(stage_plan(pipeline, {}))
+
+
+# ---- the stage engine -------------------------------------------------------------------------
+def read_state(pipeline: Pipeline) -> dict:
+    """The state of the folder, a fresh one for a new folder; refuses a folder made with other settings."""
+    out, path = pipeline.out, pipeline.out / layout.state_file(pipeline.kind)
+    noun = {"reproduce": "reproduction"}.get(pipeline.kind, pipeline.kind)
+    fresh = {"preset": pipeline.settings.name, "fingerprint": pipeline.fingerprint(), "stages": {}}
+    if not path.is_file():
+        if out.exists() and any(out.iterdir()):
+            raise ValueError(
+                f"{out} is not empty and holds no {path.name}: it is not a {noun} folder. "
+                "Choose another --out (nothing was written)."
+            )
+        return fresh
+    state = json.loads(path.read_text())
+    if state.get("fingerprint") != fresh["fingerprint"]:
+        raise ValueError(
+            f"{out} holds a {noun} with other settings ({state.get('preset')!r}, fingerprint "
+            f"{state.get('fingerprint')}; these settings: {fresh['fingerprint']}). Choose another --out, or "
+            "delete that folder to start over (nothing was changed)."
+        )
+    return state
+
+
+def write_state(pipeline: Pipeline, state: dict) -> None:
+    path = pipeline.out / layout.state_file(pipeline.kind)
+    layout.write_text(path, json.dumps(state, indent=2) + "\n")
+
+
+def forget_stages(state: dict, stages: list[str], first: str) -> dict:
+    """The state with `first` and every later stage marked incomplete (`--redo first`)."""
+    if first not in stages:
+        raise ValueError(f"--redo {first!r} is not a stage; stages are {', '.join(stages)}.")
+    later = stages[stages.index(first) :]
+    return {**state, "stages": {name: v for name, v in state["stages"].items() if name not in later}}
+
+
+def run_pipeline(pipeline: Pipeline, *, redo: str | None = None, log: Callable[[str], None] = print) -> dict:
+    """Run every stage the state does not mark complete, in order; returns the final state."""
+    state = read_state(pipeline)
+    if redo is not None:
+        state = forget_stages(state, stage_names(pipeline), redo)
+    plan = stage_plan(pipeline, state)
+    pipeline.out.mkdir(parents=True, exist_ok=True)
+    write_state(pipeline, state)
+    for index, (stage, runner) in enumerate(plan.items(), start=1):
+        prefix = f"[{index}/{len(plan)}] {stage}"
+        if stage in state["stages"]:
+            log(f"{prefix}: complete, skipped ({state['stages'][stage]['seconds']:.1f} s)")
+            continue
+        log(f"{prefix} ...")
+        started = time.perf_counter()
+        runner()
+        seconds = time.perf_counter() - started
+        state["stages"][stage] = {"seconds": seconds, "completed": now()}
+        write_state(pipeline, state)
+        log(f"{prefix}: done in {seconds:.1f} s")
+    return state
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def machine_description() -> dict:
+    """The device and library versions, for the report."""
+    if torch.cuda.is_available():
+        count, name = torch.cuda.device_count(), torch.cuda.get_device_name(0)
+        device = f"{count} x {name}"
+    else:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        device = f"{cores} CPU cores ({platform.machine()}), no GPU"
+    return {
+        "device": device,
+        "date": datetime.date.today().isoformat(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+    }
+
+
+# ---- the stages -------------------------------------------------------------------------------
+def build_corpus(p: Pipeline) -> None:
+    export_corpus(
+        p.run.corpus_config(),
+        p.corpus,
+        num_proc=p.run.data.get("num_proc"),
+        overwrite=True,  # a folder left by an interrupted stage is replaced once the new one is whole
+        table_rows=p.settings.corpus_table_rows,
+        progress=p.progress,
+    )
+
+
+def train_model(p: Pipeline, m: ModelRun) -> None:
+    """Train in this process (`accelerate launch` for several GPUs); resume from the last
+    complete checkpoint, or start over if an earlier try stopped before its first one."""
+    folder = m.path(layout.TRAINING)
+    resume = folder.is_dir() and any(is_complete_checkpoint(c) for c in checkpoints(folder))
+    if folder.exists() and not resume:
+        shutil.rmtree(folder)
+    config_copy = m.path(layout.RUN_CONFIG_COPY)
+    layout.write_text(config_copy, m.run.to_yaml())
+    if p.num_processes == 1:
+        train(m.run, resume=resume)
+        return
+    command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu"]
+    command += [
+        "--num_processes",
+        str(p.num_processes),
+        str(Path(__file__).parents[2] / "scripts" / "train.py"),
+    ]
+    command += ["--config", str(config_copy), *(["--resume"] if resume else [])]
+    done = subprocess.run(command, check=False)
+    if done.returncode != 0 or not (folder / layout.TRAIN_RESULTS_JSON).is_file():
+        raise RuntimeError(
+            f"training stopped (exit status {done.returncode}): {' '.join(command)}. Rerun the same "
+            "command to resume from its last complete checkpoint."
+        )
+
+
+def measure_lemma1(p: Pipeline) -> None:
+    data = load_evaluation_data(str(p.corpus), p.settings.memory_rows)
+    layout.build_folder(
+        p.out / layout.LEMMA1, lambda staging: write_lemma1(data, p.settings.memories, staging)
+    )
+
+
+def trained_model(m: ModelRun):
+    return load_hmm_roformer(str(m.path(layout.TRAINING)))  # on the GPU when there is one
+
+
+def evaluate_model(p: Pipeline, m: ModelRun) -> None:
+    result = figure1(
+        trained_model(m), load_evaluation_data(str(p.corpus), p.settings.eval_rows), progress=p.progress
+    )
+    layout.build_folder(m.path(layout.FIGURE1), lambda staging: write_figure1(result, staging))
+
+
+def probe_model(p: Pipeline, m: ModelRun) -> None:
+    """The probes, with the model as training initialised it (its seed) as the control."""
+    model = trained_model(m)
+    result = run_probing(
+        model,
+        open_corpus(str(p.corpus)),
+        p.settings.probe_config(),
+        untrained_model=untrained_twin(model, m.seed),
+        progress=p.progress,
+    )
+    layout.build_folder(m.path(layout.PROBES), lambda staging: write_probe_results(result, staging))
+
+
+def measure_memory(p: Pipeline, m: ModelRun, with_lemma1: bool) -> None:
+    """The trained model cut to its last L tokens (and Lemma 1 on the same rows, if asked)."""
+    model, data = trained_model(m), load_evaluation_data(str(p.corpus), p.settings.memory_rows)
+
+    def write(staging: Path) -> None:
+        if with_lemma1:
+            write_lemma1(data, p.settings.memories, staging)
+        write_model_memory(model, data, p.settings.memories, staging, p.progress)
+
+    layout.build_folder(m.path(layout.MEMORY), write)
+
+
+def package_model(p: Pipeline, m: ModelRun) -> None:
+    """The checkpoint to publish: final weights, code and configs, the analyses, the model card."""
+    trained, final = m.path(layout.TRAINING), p.out / layout.MODEL
+
+    def write(staging: Path) -> None:
+        for path in sorted(trained.iterdir()):
+            if path.is_file() and path.suffix in MODEL_FILE_SUFFIXES:
+                shutil.copy2(path, staging / path.name)
+        for name in (layout.FIGURE1, layout.PROBES, layout.MEMORY):
+            shutil.copytree(m.path(name), staging / name)
+        write_model_card(staging, summarize_model_folder(staging), location=str(final))
+
+    layout.build_folder(final, write)
+
+
+REPORT_FILES = {
+    layout.REPORT_MD: "this report",
+    layout.RESULTS_JSON: "every number of this report, with the stage times and the machine",
+    f"{layout.CORPUS}/": "the corpus: Parquet shards, HMM parameters, dataset card (a Hub dataset repo)",
+    f"{layout.MODEL}/": "the final checkpoint with its code, configs, figures and model card (a Hub model repo)",
+    f"{layout.TRAINING}/": "the Trainer's output: checkpoints, TensorBoard logs (`tensorboard --logdir training/runs`)",
+    f"{layout.FIGURE1}/": "Figure 1: figure1.json, figure1.png",
+    f"{layout.PROBES}/": "Figures 2, 3(a), 3(b), 7: probe_results.json and the PNGs",
+    f"{layout.MEMORY}/": "Lemma 1 (lemma1.json, lemma1.png) and the model's own memory (memory.json)",
+    layout.RUN_CONFIG_COPY: "the run config training used",
+    layout.state_file("reproduce"): "which stages are complete, with their wall times",
+}
+
+
+def stage_seconds(state: dict) -> dict[str, float]:
+    return {stage: record["seconds"] for stage, record in state["stages"].items()}
+
+
+def write_json_and_report(p: Pipeline, results: dict, report: str) -> None:
+    layout.write_text(p.out / layout.RESULTS_JSON, json.dumps(results, indent=1) + "\n")
+    layout.write_text(p.out / layout.REPORT_MD, report)
+
+
+def write_report(p: Pipeline, state: dict) -> None:
+    """A reproduction's results.json and REPORT.md, from its published model folder."""
+    summary, seconds, machine = (
+        summarize_model_folder(p.out / layout.MODEL),
+        stage_seconds(state),
+        machine_description(),
+    )
+    results = {"preset": p.settings.name, **summary, "stage_seconds": seconds, "machine": machine}
+    report = render_report(
+        summary,
+        preset=p.settings.name,
+        stage_seconds=seconds,
+        machine=machine,
+        files=REPORT_FILES,
+        files_root=f"{p.out}/",
+    )
+    write_json_and_report(p, results, report)
+
+
+def write_study_report(p: Pipeline, state: dict) -> None:
+    """A study's figures, results.json and REPORT.md."""
+    models = [(m.depth, m.seed, m.folder) for m in p.models]
+    summary = summarize_study(p.settings, p.run, models, p.corpus, p.out / layout.LEMMA1)
+    summary["stage_seconds"] = stage_seconds(state)
+    summary["machine"] = machine = machine_description()
+    layout.build_folder(p.out / layout.FIGURES, lambda staging: plot_study(summary, staging))
+    write_json_and_report(p, summary, render_study_report(summary, machine))

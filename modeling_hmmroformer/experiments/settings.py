@@ -1,0 +1,384 @@
+"""Settings as typed objects: the run config of one training run, the override syntax of every
+script, and the one table of named pipelines (`PRESETS`) behind reproduce and the study.
+
+A run config is one YAML file with five sections, any value overridable on the command line:
+
+    corpus:   {preset: small, <HMMMixtureConfig field>: value, ...}
+    data:     {source: builder | <corpus folder> | <Hub dataset id>, num_proc: 2}
+    model:    {attn_implementation: sdpa, <HMMRoFormerConfig field>: value, ...}
+    training: {<TrainingArguments field>: value, ...}
+    run:      {loss_mask: all | observations | test, vary_num_demos: false, eval_rows: 256}
+
+Sections exist because their fields clash in a flat namespace: `vocab_size` is V for the
+corpus and V + 1 for the model, `seed` draws the HMMs in one and orders the batches in the
+other. On the command line a value is `--section.field value` (or `--section.field=value`),
+read as YAML 1.2 like the files. Overrides travel as nested dicts
+(`{"training": {"max_steps": 20}}`), applied to the sections by `RunConfig.with_overrides`.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from transformers import TrainingArguments
+
+import hmm_datasets
+from hmm_datasets import HMMMixtureConfig
+from hmm_datasets.export import local_folder
+from hmm_datasets.memory import check_memories
+from probing.run import ProbeConfig
+
+from ..configuration_hmm_roformer import HMMRoFormerConfig
+from .layout import RUN_CONFIG_YAML
+
+SECTIONS = ("corpus", "data", "model", "training", "run")
+LOSS_MASKS = ("all", "observations", "test")
+CONFIGS_DIR = Path(__file__).resolve().parents[2] / "configs"
+_TRAINING_FIELDS = {f.name for f in dataclasses.fields(TrainingArguments)}
+_MODEL_FIELDS = {f.name for f in dataclasses.fields(HMMRoFormerConfig)} | {"attn_implementation"}
+_CORPUS_FIELDS = {f.name for f in dataclasses.fields(HMMMixtureConfig)} - {
+    "name",
+    "version",
+    "data_dir",
+    "data_files",
+    "description",
+}
+
+
+# ---- YAML 1.2 and the override syntax ---------------------------------------------------------
+class _Yaml12Loader(yaml.SafeLoader):
+    """YAML 1.2 scalars: only true/false are booleans (`eval_strategy: no` stays "no", which
+    TrainingArguments expects) and `3e-4` is a float (YAML 1.1 reads both otherwise)."""
+
+
+_Yaml12Loader.yaml_implicit_resolvers = {
+    first: [
+        (tag, regexp)
+        for tag, regexp in resolvers
+        if tag not in ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:float")
+    ]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Yaml12Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+_Yaml12Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+    ),
+    list("-+0123456789."),
+)
+
+
+def read_yaml(text: str) -> Any:
+    """A YAML document with YAML 1.2 scalars (see `_Yaml12Loader`)."""
+    return yaml.load(text, Loader=_Yaml12Loader)
+
+
+def parse_overrides(arguments: list[str], sections: tuple[str, ...] = SECTIONS) -> dict[str, dict[str, Any]]:
+    """`["--model.num_hidden_layers", "8", "--training.learning_rate=3e-4"]` ->
+    `{"model": {"num_hidden_layers": 8}, "training": {"learning_rate": 0.0003}}`."""
+    out: dict[str, dict[str, Any]] = {}
+    index = 0
+    while index < len(arguments):
+        argument = arguments[index]
+        if not argument.startswith("--") or "." not in argument:
+            raise ValueError(
+                f"cannot read {argument!r}: write overrides as --section.field value, e.g. "
+                f"--{sections[0]}.<field> <value> (sections: {', '.join(sections)})."
+            )
+        if "=" in argument:
+            key, raw = argument[2:].split("=", 1)
+            index += 1
+        else:
+            if index + 1 >= len(arguments):
+                raise ValueError(f"override {argument} has no value.")
+            key, raw = argument[2:], arguments[index + 1]
+            index += 2
+        section, name = key.split(".", 1)
+        if section not in sections:
+            raise ValueError(
+                f"override --{key}: unknown section {section!r}; sections are {', '.join(sections)}."
+            )
+        out.setdefault(section, {})[name] = read_yaml(raw)
+    return out
+
+
+def merge_overrides(*layers: dict[str, dict]) -> dict[str, dict]:
+    """Nested overrides, later layers winning field by field."""
+    merged: dict[str, dict] = {}
+    for layer in layers:
+        for section, fields in (layer or {}).items():
+            merged.setdefault(section, {}).update(fields)
+    return merged
+
+
+# ---- the run config ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RunConfig:
+    """The five sections of a run, validated at construction (see the module docstring)."""
+
+    corpus: dict
+    data: dict
+    model: dict
+    training: dict
+    run: dict
+
+    def __post_init__(self) -> None:
+        corpus = dict(self.corpus)
+        preset = corpus.pop("preset", None)
+        if preset not in hmm_datasets.PRESETS:
+            raise ValueError(
+                f"corpus.preset={preset!r} is not a corpus preset; choose one of {sorted(hmm_datasets.PRESETS)}."
+            )
+        _check_keys("corpus", corpus, _CORPUS_FIELDS)
+        _check_keys("data", self.data, {"source", "num_proc"})
+        if "preset" in self.model:
+            raise ValueError(
+                "model.preset is not read any more: write the model's sizes in the model section "
+                "(hidden_size, num_hidden_layers, num_attention_heads, ...), as configs/small.yaml does."
+            )
+        _check_keys("model", self.model, _MODEL_FIELDS)
+        _check_keys("training", self.training, _TRAINING_FIELDS)
+        if "output_dir" not in self.training:
+            raise ValueError("training.output_dir is missing: say where the run writes its checkpoints.")
+        _check_keys("run", self.run, {"loss_mask", "eval_rows", "vary_num_demos"})
+        if self.run.get("loss_mask", "all") not in LOSS_MASKS:
+            raise ValueError(f"run.loss_mask={self.run.get('loss_mask')!r} must be one of {LOSS_MASKS}.")
+        if not isinstance(self.run.get("vary_num_demos", False), bool):
+            raise ValueError(f"run.vary_num_demos={self.run['vary_num_demos']!r} must be true or false.")
+
+    @property
+    def loss_mask(self) -> str:
+        return self.run.get("loss_mask", "all")
+
+    @property
+    def vary_num_demos(self) -> bool:
+        return self.run.get("vary_num_demos", False)
+
+    @property
+    def eval_rows(self) -> int:
+        return int(self.run.get("eval_rows", 256))
+
+    @property
+    def output_dir(self) -> Path:
+        return Path(self.training["output_dir"])
+
+    @property
+    def seed(self) -> int:
+        return int(self.training.get("seed", 42))  # TrainingArguments' default
+
+    @property
+    def depth(self) -> int:
+        return int(self.model.get("num_hidden_layers", HMMRoFormerConfig.num_hidden_layers))
+
+    def corpus_config(self) -> HMMMixtureConfig:
+        overrides = {key: value for key, value in self.corpus.items() if key != "preset"}
+        return hmm_datasets.get_preset(self.corpus["preset"], **overrides)
+
+    def model_sizes(self) -> dict:
+        """The `model:` section's HMMRoFormerConfig fields (without the attention backend)."""
+        return {key: value for key, value in self.model.items() if key != "attn_implementation"}
+
+    def with_overrides(self, overrides: dict[str, dict]) -> RunConfig:
+        """A new run config with `{section: {field: value}}` applied (validated again)."""
+        return RunConfig(**merge_overrides(self.to_dict(), overrides))
+
+    def to_dict(self) -> dict[str, dict]:
+        return {section: copy.deepcopy(getattr(self, section)) for section in SECTIONS}
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+
+def _check_keys(section: str, values: dict, known: set[str]) -> None:
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(
+            f"unknown field(s) {unknown} in section '{section}'. Known fields: {', '.join(sorted(known))}."
+        )
+
+
+def load_run_config(
+    path: str | os.PathLike, overrides: dict[str, dict] | list[str] | None = None
+) -> RunConfig:
+    """Read a run YAML and apply overrides: nested `{section: {field: value}}`, or the command
+    line's `--section.field value` list."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(
+            f"no run config at {path}: pass --config configs/<preset>.yaml (tiny, small or paper)."
+        )
+    values = read_yaml(path.read_text()) or {}
+    unknown = sorted(set(values) - set(SECTIONS))
+    if unknown:
+        raise ValueError(f"unknown section(s) {unknown} in {path}; sections are {SECTIONS}.")
+    if isinstance(overrides, list):
+        overrides = parse_overrides(overrides)
+    sections = {section: dict(values.get(section) or {}) for section in SECTIONS}
+    return RunConfig(**merge_overrides(sections, overrides or {}))
+
+
+def checkpoint_seed(model: str) -> int:
+    """The seed a checkpoint (folder or Hub id) was trained with, from the run config it carries;
+    the Trainer's default 42 when it carries none."""
+    path = local_folder(model, "model", [RUN_CONFIG_YAML]) / RUN_CONFIG_YAML
+    if not path.is_file():
+        return 42
+    return int((read_yaml(path.read_text()).get("training") or {}).get("seed", 42))
+
+
+# ---- the pipelines ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Settings:
+    """What a pipeline runs (validated): a run config, the grid of models trained from it, and
+    the sizes of the analyses. A reproduction is a pipeline of one model at the run config's own
+    depth and seed (`depths` and `seeds` empty); a study trains every depth x seed."""
+
+    name: str
+    run_config: str  # file name in configs/
+    depths: tuple[int, ...] = ()  # numbers of layers; empty: the run config's own
+    seeds: tuple[int, ...] = ()  # training seeds; empty: the run config's own
+    overrides: dict = field(default_factory=dict)  # {section: {field: value}} of the run config
+    eval_rows: int = 512  # test rows of Figure 1
+    corpus_table_rows: int = 512  # test rows of the Bayes-optimal table on the dataset card
+    memories: tuple[int, ...] = (1, 2, 4, 8, 16, 32)  # Lemma 1's memories L
+    memory_rows: int = 128  # test rows of Lemma 1 and of the model's memory
+    probe: dict = field(default_factory=dict)  # ProbeConfig fields that differ from the defaults
+
+    def __post_init__(self) -> None:
+        for name in ("depths", "seeds", "memories"):
+            values = tuple(getattr(self, name))
+            object.__setattr__(self, name, values)
+            if any(not isinstance(v, int) for v in values):
+                raise ValueError(f"{name}={list(values)} must be integers.")
+            repeated = sorted({v for v in values if values.count(v) > 1})
+            if repeated:
+                raise ValueError(f"{name} {repeated} given twice: give each once ({name}={list(values)}).")
+        if self.depths and min(self.depths) < 2:
+            raise ValueError(
+                f"depths={list(self.depths)}: every model needs at least 2 layers (the shuffle test "
+                "compares its upper with its lower layers)."
+            )
+        if self.seeds and min(self.seeds) < 0:
+            raise ValueError(f"seeds={list(self.seeds)} must be >= 0.")
+        if self.memories and min(self.memories) < 1:
+            raise ValueError(f"memories={list(self.memories)}: a memory L keeps at least 1 token (L >= 1).")
+        check_memories(self.memories)
+        for name in ("eval_rows", "memory_rows"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}={getattr(self, name)} must be at least 1.")
+        if self.corpus_table_rows < 0:
+            raise ValueError(f"corpus_table_rows={self.corpus_table_rows} must be 0 or more.")
+        unknown = sorted(set(self.overrides) - set(SECTIONS))
+        if unknown:
+            raise ValueError(f"overrides name unknown section(s) {unknown}; sections are {SECTIONS}.")
+        layers = self.probe.get("layers")
+        if layers is not None and self.depths and max(layers) > min(self.depths):
+            raise ValueError(
+                f"probe layers {list(layers)} ask for more layers than the shallowest model has "
+                f"({min(self.depths)}): leave probe layers out (all layers of every model) or use "
+                f"hidden-state indices up to {min(self.depths)}."
+            )
+        ProbeConfig(**self.probe)  # its own checks, early
+
+    @property
+    def is_grid(self) -> bool:
+        """Several depths or seeds: a study, not one reproduction."""
+        return len(self.depths) > 1 or len(self.seeds) > 1
+
+    def probe_config(self) -> ProbeConfig:
+        return ProbeConfig(**self.probe)
+
+    def replace(self, **changes) -> Settings:
+        """These settings with fields changed; `overrides` are added to the settings' own."""
+        changes = {key: value for key, value in changes.items() if value is not None}
+        if "overrides" in changes:
+            changes["overrides"] = merge_overrides(self.overrides, changes["overrides"])
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def fingerprint(settings: Settings, run: RunConfig) -> str:
+    """Hash of every setting that shapes the results: the pipeline's and its run config's, but not
+    where the folders lie nor whether progress bars show."""
+    sections = run.to_dict()
+    sections["data"].pop("source", None)
+    for key in ("output_dir", "disable_tqdm"):
+        sections["training"].pop(key, None)
+    record = {"settings": settings.to_dict(), "run": sections}
+    return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+_TINY_PROBES = {
+    "num_probe_tasks": 8,
+    "rows_per_task": 16,
+    "positions_per_row": 16,
+    "distances": (1, 2, 3),
+    "num_resamples": 100,
+    "shuffle_rows": 32,
+    "max_iter": 50,
+}
+
+# Every named pipeline: `scripts/reproduce.py --preset NAME` runs the one-model ones,
+# `scripts/study.py --study NAME` any of them. The run config names the corpus preset, the
+# model's sizes and the training; the entry adds the grid and the analyses' sizes.
+PRESETS = {
+    "tiny": Settings(
+        "tiny",
+        "tiny.yaml",
+        eval_rows=64,
+        corpus_table_rows=64,
+        memories=(1, 2, 4, 8),
+        memory_rows=32,
+        probe=_TINY_PROBES,
+    ),  # fmt: skip
+    "small": Settings("small", "small.yaml"),
+    "paper": Settings("paper", "paper.yaml", eval_rows=2048),
+    # The depth-and-seed study: the paper's depth at CPU width, on the CPU demo's corpus.
+    "default": Settings(
+        "default", "study.yaml", depths=(2, 4, 8, 16), seeds=(0, 1, 2), corpus_table_rows=128
+    ),
+    # The test suite's end-to-end study: seconds on 2 cores.
+    "quick": Settings(
+        "quick",
+        "tiny.yaml",
+        depths=(2, 3),
+        seeds=(0, 1),
+        overrides={"training": {"max_steps": 20, "eval_steps": 10, "save_steps": 10}},
+        eval_rows=32,
+        corpus_table_rows=16,
+        memories=(1, 2, 4),
+        memory_rows=16,
+        probe={
+            "num_probe_tasks": 4,
+            "rows_per_task": 8,
+            "positions_per_row": 8,
+            "distances": (1, 2),
+            "num_resamples": 50,
+            "shuffle_rows": 16,
+            "max_iter": 20,
+        },
+    ),
+}
+REPRODUCTIONS = sorted(name for name, settings in PRESETS.items() if not settings.is_grid)
+STUDIES = sorted(PRESETS)
+
+
+def get_settings(name: str, **changes) -> Settings:
+    """A named pipeline (`PRESETS`) with fields changed (`Settings.replace`)."""
+    if name not in PRESETS:
+        raise ValueError(f"{name!r} is not a named pipeline; choose one of {sorted(PRESETS)}.")
+    return PRESETS[name].replace(**changes)

@@ -1,0 +1,130 @@
+"""Settings as typed objects: the one override syntax of every script, YAML 1.2 values, run
+configs changed by nested dicts, the table of named pipelines, the fingerprint."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import hmm_datasets
+from modeling_hmmroformer.experiments.settings import (
+    PRESETS,
+    REPRODUCTIONS,
+    Settings,
+    fingerprint,
+    get_settings,
+    load_run_config,
+    parse_overrides,
+    read_yaml,
+)
+
+ROOT = Path(__file__).resolve().parents[3]
+SECTIONS = ("corpus", "data", "model", "training", "run")
+
+
+def test_overrides_go_to_their_sections_with_yaml_1_2_values():
+    arguments = ["--training.eval_strategy=no", "--training.bf16", "false", "--training.learning_rate=1e-3"]
+    arguments += ["--training.report_to", "[]", "--model.num_hidden_layers", "8"]
+    assert parse_overrides(arguments, SECTIONS) == {
+        "training": {"eval_strategy": "no", "bf16": False, "learning_rate": 1e-3, "report_to": []},
+        "model": {"num_hidden_layers": 8},
+    }
+    # YAML 1.1 would read "no" as False and "3e-4" as a string
+    assert read_yaml("a: no\nb: 3e-4\nc: yes\nd: true") == {"a": "no", "b": 3e-4, "c": "yes", "d": True}
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["num_tasks=64"], "write overrides as --section.field value"),
+        (["--corpus.num_tasks"], "has no value"),
+        (["--trainng.max_steps", "3"], "unknown section 'trainng'"),
+    ],
+)
+def test_a_bad_override_says_how_to_write_one(arguments, message):
+    with pytest.raises(ValueError, match=message):
+        parse_overrides(arguments, SECTIONS)
+
+
+def test_generate_takes_the_same_syntax(tmp_path):
+    command = [
+        sys.executable,
+        str(ROOT / "scripts" / "generate.py"),
+        "--preset",
+        "tiny",
+        "--out",
+        str(tmp_path / "c"),
+    ]
+    command += ["--corpus.num_tasks", "4", "--table-rows", "0", "--num-proc", "1"]
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"}
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert hmm_datasets.load_corpus_config(tmp_path / "c").num_tasks == 4
+    bad = subprocess.run(
+        command[:6] + ["--model.hidden_size", "8"], capture_output=True, text=True, timeout=300
+    )
+    assert bad.returncode != 0 and "unknown section 'model'" in bad.stderr
+
+
+# ---- typed settings ---------------------------------------------------------------------------
+def test_overrides_apply_as_nested_dicts_and_are_validated_again():
+    run = load_run_config(ROOT / "configs" / "tiny.yaml")
+    changed = run.with_overrides({"model": {"num_hidden_layers": 3}, "training": {"seed": 7}})
+    assert (changed.depth, changed.seed) == (3, 7)
+    assert (run.depth, run.seed) == (2, 0)  # the original is left as it was
+    assert changed.model["hidden_size"] == run.model["hidden_size"]  # other fields of the section kept
+    with pytest.raises(ValueError, match=r"unknown field\(s\) \['layers'\] in section 'model'"):
+        run.with_overrides({"model": {"layers": 3}})
+    # the command line's list and the nested dict give the same run config
+    as_list = load_run_config(
+        ROOT / "configs" / "tiny.yaml", ["--model.num_hidden_layers", "3", "--training.seed=7"]
+    )
+    assert as_list == changed
+
+
+def test_the_named_pipelines_are_one_table_of_one_type():
+    assert set(PRESETS) == {"tiny", "small", "paper", "default", "quick"}
+    assert all(isinstance(settings, Settings) for settings in PRESETS.values())
+    assert REPRODUCTIONS == ["paper", "small", "tiny"]  # one model each: the run config's own
+    for name, settings in PRESETS.items():  # each names a run config that validates
+        run = load_run_config(ROOT / "configs" / settings.run_config, settings.overrides)
+        assert run.corpus_config().name in hmm_datasets.PRESETS, name
+    quick = get_settings("quick", seeds=(0, 1, 2), overrides={"training": {"learning_rate": 1e-3}})
+    assert quick.seeds == (0, 1, 2) and quick.depths == PRESETS["quick"].depths
+    assert quick.overrides["training"] == {
+        "max_steps": 20,
+        "eval_steps": 10,
+        "save_steps": 10,
+        "learning_rate": 1e-3,
+    }
+
+
+def test_the_fingerprint_follows_what_shapes_results_not_where_the_folders_lie():
+    settings = PRESETS["tiny"]
+    run = load_run_config(ROOT / "configs" / "tiny.yaml")
+    moved = run.with_overrides(
+        {"data": {"source": "/else"}, "training": {"output_dir": "/x", "disable_tqdm": True}}
+    )
+    assert fingerprint(settings, run) == fingerprint(settings, moved)
+    assert fingerprint(settings, run) != fingerprint(
+        settings, run.with_overrides({"training": {"max_steps": 3}})
+    )
+    assert fingerprint(settings, run) != fingerprint(settings.replace(eval_rows=8), run)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"eval_rows": 0}, "eval_rows=0 must be at least 1"),
+        ({"corpus_table_rows": -1}, "corpus_table_rows=-1 must be 0 or more"),
+        ({"overrides": {"optimizer": {"lr": 1}}}, r"unknown section\(s\) \['optimizer'\]"),
+        ({"seeds": (-1,)}, "must be >= 0"),
+        ({"probe": {"num_probe_tasks": 0}}, "num_probe_tasks"),
+    ],
+)
+def test_bad_settings_name_the_field(changes, message):
+    with pytest.raises(ValueError, match=message):
+        Settings("bad", "tiny.yaml", **changes)
