@@ -15,18 +15,6 @@ import argparse
 import sys
 from pathlib import Path
 
-import torch
-from transformers import AutoModelForCausalLM
-
-import modeling_hmmroformer  # noqa: F401  (registers the Auto classes)
-from hmm_datasets.corpus import checkpoint_corpus
-from modeling_hmmroformer.experiments.evaluation import (
-    figure1,
-    format_figure1,
-    load_evaluation_data,
-    write_figure1,
-)
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
@@ -45,6 +33,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     if out is None:
         parser.error("--out is required when --model is a Hub id")
+    import torch  # after parsing: --help imports nothing heavy
+    from transformers import AutoModelForCausalLM
+
+    import modeling_hmmroformer  # noqa: F401  (registers the Auto classes)
+    from hmm_datasets.corpus import checkpoint_corpus
+    from modeling_hmmroformer.experiments.evaluation import (
+        figure1,
+        format_figure1,
+        load_evaluation_data,
+        write_figure1,
+    )
+
     try:
         data = load_evaluation_data(args.data or checkpoint_corpus(args.model), args.rows)
         device = "cuda" if torch.cuda.is_available() else "cpu"

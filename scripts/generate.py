@@ -15,21 +15,25 @@ import os
 import sys
 import time
 
-import hmm_datasets
-from modeling_hmmroformer.experiments.settings import parse_overrides
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--preset", default="small", choices=sorted(hmm_datasets.PRESETS))
+    parser.add_argument(
+        "--preset", default="small", help="corpus preset: tiny, small or paper (default: %(default)s)"
+    )
     parser.add_argument("--out", required=True, help="folder to write (a Hub dataset repo)")
     parser.add_argument("--num-proc", type=int, default=min(2, os.cpu_count() or 1))
     parser.add_argument("--table-rows", type=int, default=512, help="test rows in the Bayes table (0: none)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing folder")
-    parser.epilog = "Override any corpus field with --corpus.field value, e.g. --corpus.num_tasks 64."
+    parser.epilog = (
+        "Override any corpus field with --corpus.field value, e.g. --corpus.num_tasks 64 "
+        "(docs/fields.md lists them)."
+    )
     args, overrides = parser.parse_known_args(argv)
+    import hmm_datasets  # after parsing: --help imports nothing heavy
+    from modeling_hmmroformer.experiments.settings import parse_overrides
 
     try:
         fields = parse_overrides(overrides, ("corpus",)).get("corpus", {})

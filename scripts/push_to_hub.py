@@ -22,14 +22,6 @@ import argparse
 import os
 import sys
 
-from modeling_hmmroformer.experiments.hub import (
-    HUB,
-    format_plan,
-    plan_dataset_upload,
-    plan_model_upload,
-    push_plan,
-)
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
@@ -48,10 +40,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="print the planned upload; no network")
     parser.add_argument(
         "--endpoint",
-        default=os.environ.get("HF_ENDPOINT") or HUB,
-        help="the Hub server (default: $HF_ENDPOINT, else %(default)s)",
+        help="the Hub server (default: $HF_ENDPOINT, else https://huggingface.co)",
     )
     args = parser.parse_args(argv)
+    from modeling_hmmroformer.experiments.hub import (  # after parsing: --help imports nothing heavy
+        HUB,
+        format_plan,
+        plan_dataset_upload,
+        plan_model_upload,
+        push_plan,
+    )
+
+    args.endpoint = args.endpoint or os.environ.get("HF_ENDPOINT") or HUB
     if args.dataset and args.dataset_repo_id:
         parser.error("--dataset-repo-id goes with --model (it names the corpus in the model card)")
     try:

@@ -21,16 +21,14 @@ import json
 import sys
 from pathlib import Path
 
-from modeling_hmmroformer.experiments import layout
-from modeling_hmmroformer.experiments.pipeline import make_pipeline, run_pipeline
-from modeling_hmmroformer.experiments.settings import PRESETS, REPRODUCTIONS, parse_overrides
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=__doc__,
+        epilog="Any run config field: --section.field value (scripts/train.py --help and docs/fields.md list them).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--preset", default="small", choices=REPRODUCTIONS)
+    parser.add_argument("--preset", default="small", help="tiny, small or paper (default: %(default)s)")
     parser.add_argument("--out", help="reproduction folder (default: runs/reproduce-<preset>)")
     parser.add_argument(
         "--redo",
@@ -40,8 +38,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args, overrides = parser.parse_known_args(argv)
     out = Path(args.out or f"runs/reproduce-{args.preset}")
+    from modeling_hmmroformer.experiments import layout  # after parsing: --help imports nothing heavy
+    from modeling_hmmroformer.experiments.pipeline import make_pipeline, run_pipeline
+    from modeling_hmmroformer.experiments.settings import get_settings, parse_overrides
+
     try:
-        settings = PRESETS[args.preset].replace(overrides=parse_overrides(overrides))
+        settings = get_settings(args.preset, overrides=parse_overrides(overrides))
         pipeline = make_pipeline(
             settings, out, kind="reproduce", num_processes=args.num_processes, progress=not args.quiet
         )

@@ -22,16 +22,18 @@ import json
 import sys
 from pathlib import Path
 
-from modeling_hmmroformer.experiments import layout
-from modeling_hmmroformer.experiments.pipeline import make_pipeline, run_pipeline
-from modeling_hmmroformer.experiments.settings import PRESETS, STUDIES, parse_overrides
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=__doc__,
+        epilog="Any run config field: --section.field value (scripts/train.py --help and docs/fields.md list them).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--study", default="default", choices=sorted(STUDIES))
+    parser.add_argument(
+        "--study",
+        default="default",
+        help="default, quick, or any preset: tiny, small, paper (default: %(default)s)",
+    )
     parser.add_argument("--out", help="study folder (default: runs/study-<study>)")
     parser.add_argument("--depths", type=int, nargs="+", help="numbers of layers (default: the study's)")
     parser.add_argument("--seeds", type=int, nargs="+", help="training seeds (default: the study's)")
@@ -42,9 +44,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args, overrides = parser.parse_known_args(argv)
     out = Path(args.out or f"runs/study-{args.study}")
+    from modeling_hmmroformer.experiments import layout  # after parsing: --help imports nothing heavy
+    from modeling_hmmroformer.experiments.pipeline import make_pipeline, run_pipeline
+    from modeling_hmmroformer.experiments.settings import get_settings, parse_overrides
+
     try:
-        settings = PRESETS[args.study].replace(
-            depths=args.depths, seeds=args.seeds, memories=args.memories, overrides=parse_overrides(overrides)
+        settings = get_settings(
+            args.study,
+            depths=args.depths,
+            seeds=args.seeds,
+            memories=args.memories,
+            overrides=parse_overrides(overrides),
         )
         pipeline = make_pipeline(settings, out, kind="study", progress=not args.quiet)
         state = run_pipeline(pipeline, redo=args.redo)

@@ -5,25 +5,28 @@
     accelerate launch --cpu --num_processes 1 scripts/train.py configs/small.yaml --resume
 
 The run config (YAML or JSON) is the one positional argument, or --config. Any of its values
-is overridden with --section.field value (sections: corpus, data, model, training, run; see
-modeling_hmmroformer/experiments/settings.py for why there are sections). See
-modeling_hmmroformer/experiments/training.py.
+is overridden with --section.field value (sections: corpus, data, model, training, run; the
+fields are listed below and in docs/fields.md). See modeling_hmmroformer/experiments/training.py.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from accelerate import PartialState
+FIELDS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "fields.md"
 
-from modeling_hmmroformer.experiments.settings import load_run_config
-from modeling_hmmroformer.experiments.training import train
+
+def fields_epilog() -> str:
+    """The fields of docs/fields.md, read (not generated: --help imports nothing heavy)."""
+    text = FIELDS_PAGE.read_text() if FIELDS_PAGE.is_file() else "```text\n(see docs/fields.md)\n```"
+    return "run config fields (--section.field value):\n" + text.split("```text\n", 1)[-1].rsplit("```", 1)[0]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=__doc__, epilog=fields_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
         "--config", help="run config, e.g. configs/small.yaml (or give it first, without --config)"
@@ -38,6 +41,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(
             "give the run config once: scripts/train.py configs/small.yaml (or --config configs/small.yaml)"
         )
+    from accelerate import PartialState  # after parsing: --help imports nothing heavy
+
+    from modeling_hmmroformer.experiments.settings import load_run_config
+    from modeling_hmmroformer.experiments.training import train
+
     try:
         run = load_run_config(args.config or config_file, overrides)
         metrics = train(run, resume=args.resume)

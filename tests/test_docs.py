@@ -38,16 +38,28 @@ def docs_workdir(tmp_path_factory, reproduced_tiny, quick_studied):
     work = tmp_path_factory.mktemp("docs")
     for name in LINKED_FOLDERS:
         (work / name).symlink_to(ROOT / name)
+    (work / ".venv").symlink_to(sys.prefix)  # what `make install` made: the README activates it
     shutil.copytree(reproduced_tiny[0], work / "runs" / "reproduce-tiny", symlinks=True)
     shutil.copytree(quick_studied[0], work / "runs" / "study-quick", symlinks=True)
     return work
 
 
+def shell_path(page: Path) -> str:
+    """PATH for a page's commands: the README's run in a fresh shell, where only what its install
+    command made is there (`.venv`, activated by the page itself); docs/ pages assume it active."""
+    others = [
+        entry for entry in os.environ["PATH"].split(os.pathsep) if Path(entry) != Path(sys.executable).parent
+    ]
+    if page == ROOT / "README.md":
+        return os.pathsep.join(others)
+    return os.pathsep.join([str(Path(sys.executable).parent), *others])
+
+
 @pytest.mark.parametrize("page", PAGES, ids=page_id)
 def test_every_block_of_the_page_runs(page, docs_workdir):
     env = {
-        **os.environ,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        **{key: value for key, value in os.environ.items() if key != "VIRTUAL_ENV"},
+        "PATH": shell_path(page),
         "HF_HOME": str(docs_workdir / "hf_home"),
         "HF_DATASETS_CACHE": str(docs_workdir / "datasets_cache"),
         "MPLBACKEND": "Agg",

@@ -4,6 +4,7 @@ publishing. None of it travels with a checkpoint: `modeling_hmmroformer`'s root 
 model alone.
 
     settings    run configs, the override syntax, the table of named pipelines (PRESETS)
+    fields      every field of a run config, its checks, the reference --help prints
     layout      the name of every file and folder of a run, and the one atomic writer
     training    Trainer, data collator, checkpoints
     evaluation  Figure 1 against the Bayes-optimal predictor

@@ -18,9 +18,8 @@ from probing.run import summarize_probe_results
 
 from . import layout
 from .plots import SHUFFLE_PARTS
-from .settings import RunConfig, Settings
+from .settings import RunConfig, Settings, config_for_corpus
 from .summary import paper_claims
-from .training import config_for_corpus
 
 # t quantiles (0.975) for an across-seed interval with n - 1 degrees of freedom.
 T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}

@@ -23,13 +23,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hmm_datasets.export import CONFIG_FILENAME as CORPUS_CONFIG_JSON  # noqa: F401  (re-exported)
-from hmm_datasets.export import (  # noqa: F401  (the one atomic writer)
-    PARAMS_FILENAME,  # noqa: F401  (re-exported)
-    build_folder,
-    write_atomically,
-)
-from probing.plots import PROBE_FIGURES, PROBES_JSON  # noqa: F401  (re-exported)
+# Named where they are written, imported from here by the experiment: the corpus folder's files,
+# the probes' files, and the one atomic writer (for files and folders alike).
+from hmm_datasets.export import CONFIG_FILENAME as CORPUS_CONFIG_JSON  # noqa: F401
+from hmm_datasets.export import PARAMS_FILENAME, build_folder, write_atomically  # noqa: F401
+from probing.plots import PROBE_FIGURES, PROBES_JSON
 
 # ---- folders of a run ---------------------------------------------------------------------
 CORPUS = "corpus"

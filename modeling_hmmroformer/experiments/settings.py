@@ -28,30 +28,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
 import yaml
-from transformers import TrainingArguments
 
 import hmm_datasets
 from hmm_datasets import HMMMixtureConfig
+from hmm_datasets.corpus import check_model_fits_corpus
 from hmm_datasets.export import local_folder
 from hmm_datasets.memory import check_memories
 from probing.run import ProbeConfig
 
 from ..configuration_hmm_roformer import HMMRoFormerConfig
+from .fields import SECTIONS, run_config_problems
 from .layout import RUN_CONFIG_YAML
 
-SECTIONS = ("corpus", "data", "model", "training", "run")
-LOSS_MASKS = ("all", "observations", "test")
 CONFIGS_DIR = Path(__file__).resolve().parents[2] / "configs"
-_TRAINING_FIELDS = {f.name for f in dataclasses.fields(TrainingArguments)}
-_MODEL_FIELDS = {f.name for f in dataclasses.fields(HMMRoFormerConfig)} | {"attn_implementation"}
-_CORPUS_FIELDS = {f.name for f in dataclasses.fields(HMMMixtureConfig)} - {
-    "name",
-    "version",
-    "data_dir",
-    "data_files",
-    "description",
-}
 
 
 # ---- YAML 1.2 and the override syntax ---------------------------------------------------------
@@ -135,28 +126,26 @@ class RunConfig:
     run: dict
 
     def __post_init__(self) -> None:
-        corpus = dict(self.corpus)
-        preset = corpus.pop("preset", None)
-        if preset not in hmm_datasets.PRESETS:
+        problems = run_config_problems(self.to_dict())
+        if problems:
+            raise ValueError("; ".join(problems))
+        if self.model.get("attn_implementation") == "flex_attention" and self.trains_on_cpu:
             raise ValueError(
-                f"corpus.preset={preset!r} is not a corpus preset; choose one of {sorted(hmm_datasets.PRESETS)}."
+                "model.attn_implementation='flex_attention' is refused on a CPU: torch's CPU kernel gives "
+                "wrong values. Pass --model.attn_implementation sdpa (or eager), or train on a GPU."
             )
-        _check_keys("corpus", corpus, _CORPUS_FIELDS)
-        _check_keys("data", self.data, {"source", "num_proc"})
-        if "preset" in self.model:
-            raise ValueError(
-                "model.preset is not read any more: write the model's sizes in the model section "
-                "(hidden_size, num_hidden_layers, num_attention_heads, ...), as configs/small.yaml does."
-            )
-        _check_keys("model", self.model, _MODEL_FIELDS)
-        _check_keys("training", self.training, _TRAINING_FIELDS)
-        if "output_dir" not in self.training:
-            raise ValueError("training.output_dir is missing: say where the run writes its checkpoints.")
-        _check_keys("run", self.run, {"loss_mask", "eval_rows", "vary_num_demos"})
-        if self.run.get("loss_mask", "all") not in LOSS_MASKS:
-            raise ValueError(f"run.loss_mask={self.run.get('loss_mask')!r} must be one of {LOSS_MASKS}.")
-        if not isinstance(self.run.get("vary_num_demos", False), bool):
-            raise ValueError(f"run.vary_num_demos={self.run['vary_num_demos']!r} must be true or false.")
+        try:  # the corpus and the model, as training will build them: their own checks, now
+            corpus = self.corpus_config()
+        except Exception as error:
+            raise ValueError(f"corpus section: {' '.join(str(error).split())}") from error
+        try:
+            config_for_corpus(corpus, **self.model_sizes())
+        except Exception as error:
+            raise ValueError(f"model section: {' '.join(str(error).split())}") from error
+
+    @property
+    def trains_on_cpu(self) -> bool:
+        return bool(self.training.get("use_cpu")) or not torch.cuda.is_available()
 
     @property
     def loss_mask(self) -> str:
@@ -201,12 +190,15 @@ class RunConfig:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
 
 
-def _check_keys(section: str, values: dict, known: set[str]) -> None:
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ValueError(
-            f"unknown field(s) {unknown} in section '{section}'. Known fields: {', '.join(sorted(known))}."
-        )
+# ---- the model a run config builds --------------------------------------------------------------
+def config_for_corpus(corpus_config: HMMMixtureConfig, **sizes) -> HMMRoFormerConfig:
+    """A model config whose vocabulary and positions fit the corpus, with the given sizes (any
+    field of `HMMRoFormerConfig`); a model that cannot read the corpus is refused."""
+    positions = max(HMMRoFormerConfig.max_position_embeddings, corpus_config.sequence_length)
+    values = {"vocab_size": corpus_config.model_vocab_size, "max_position_embeddings": positions, **sizes}
+    config = HMMRoFormerConfig(**values)
+    check_model_fits_corpus(config, corpus_config)
+    return config
 
 
 def load_run_config(

@@ -25,14 +25,13 @@ from transformers.utils import logging
 
 import hmm_datasets
 from hmm_datasets import HMMMixtureConfig, HMMParams, SampleLayout
-from hmm_datasets.corpus import Corpus, check_model_fits_corpus, open_corpus
+from hmm_datasets.corpus import Corpus, open_corpus
 from hmm_datasets.scoring import flatten_scores, in_context_scores
 
-from ..configuration_hmm_roformer import HMMRoFormerConfig
 from ..modeling_hmm_roformer import HMMRoFormerForCausalLM
 from . import layout
 from .evaluation import model_next_token_log_probs
-from .settings import RunConfig
+from .settings import RunConfig, config_for_corpus
 
 logger = logging.get_logger(__name__)
 
@@ -135,6 +134,15 @@ class InContextTrainer(Trainer):
         super().__init__(*args, **kwargs)
         self.icl_evaluator = icl_evaluator
 
+    def _issue_warnings_after_load(self, load_result) -> None:
+        """On resume: the tied output projection is saved once, as the input embedding, so its key
+        is missing from every checkpoint by design; it is tied again, not warned about."""
+        tied = set(getattr(self.model, "_tied_weights_keys", None) or ())
+        missing = [key for key in load_result.missing_keys if key not in tied]
+        if len(missing) < len(load_result.missing_keys):
+            self.model.tie_weights()
+        super()._issue_warnings_after_load(load_result._replace(missing_keys=missing))
+
     def evaluate(
         self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval"
     ) -> dict[str, float]:
@@ -227,16 +235,6 @@ def resume_checkpoint(output_dir: Path) -> Path:
 
 
 # ---- the run ----------------------------------------------------------------------------------
-def config_for_corpus(corpus_config: HMMMixtureConfig, **sizes) -> HMMRoFormerConfig:
-    """A model config whose vocabulary and positions fit the corpus, with the given sizes (any
-    field of `HMMRoFormerConfig`); a model that cannot read the corpus is refused."""
-    positions = max(HMMRoFormerConfig.max_position_embeddings, corpus_config.sequence_length)
-    values = {"vocab_size": corpus_config.model_vocab_size, "max_position_embeddings": positions, **sizes}
-    config = HMMRoFormerConfig(**values)
-    check_model_fits_corpus(config, corpus_config)
-    return config
-
-
 def build_model(run: RunConfig, corpus_config: HMMMixtureConfig) -> HMMRoFormerForCausalLM:
     """The model of a run: its `model:` section, sized to read the corpus."""
     model = HMMRoFormerForCausalLM(config_for_corpus(corpus_config, **run.model_sizes()))

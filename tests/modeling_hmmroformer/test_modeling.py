@@ -14,7 +14,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 import hmm_datasets
 from hmm_datasets.corpus import check_model_fits_corpus
 from modeling_hmmroformer import HMMRoFormerConfig, HMMRoFormerForCausalLM, HMMRoFormerModel
-from modeling_hmmroformer.experiments.training import config_for_corpus
+from modeling_hmmroformer.experiments.settings import config_for_corpus
 
 TINY_SIZES = {
     "hidden_size": 32,

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import hmm_datasets
+from modeling_hmmroformer.experiments.fields import fields_page, section_fields
 from modeling_hmmroformer.experiments.settings import (
     PRESETS,
     REPRODUCTIONS,
@@ -128,3 +129,87 @@ def test_the_fingerprint_follows_what_shapes_results_not_where_the_folders_lie()
 def test_bad_settings_name_the_field(changes, message):
     with pytest.raises(ValueError, match=message):
         Settings("bad", "tiny.yaml", **changes)
+
+
+def test_the_fields_page_is_what_the_code_accepts():
+    """docs/fields.md (what `scripts/train.py --help` prints) is generated: it may not drift."""
+    page = (ROOT / "docs" / "fields.md").read_text()
+    assert page == fields_page(), (
+        'regenerate it: python -c \'from modeling_hmmroformer.experiments.fields import fields_page; open("docs/fields.md", "w").write(fields_page())\''
+    )
+    for section in section_fields():
+        assert f"\n{section}: " in page
+    for name in (
+        "--training.learning_rate (float = 5e-05)",
+        "--model.num_hidden_layers (int = 4)",
+        "--corpus.num_tasks (int = 32)",
+    ):
+        assert name in page
+
+
+def test_help_lists_the_fields_and_the_presets_without_heavy_imports():
+    scripts = {
+        "train": ["--training.max_steps", "--model.hidden_size", "--corpus.num_tasks", "--run.loss_mask"],
+        "reproduce": REPRODUCTIONS,
+        "study": sorted(PRESETS),
+        "generate": sorted(hmm_datasets.PRESETS),
+        "figure1": ["--model"],
+        "push_to_hub": ["--dry-run"],
+    }
+    for script, names in scripts.items():
+        done = subprocess.run(
+            [sys.executable, "-X", "importtime", str(ROOT / "scripts" / f"{script}.py"), "--help"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        for name in names:
+            assert name in done.stdout, (script, name)
+        imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if "|" in line}
+        assert not imported & {"torch", "transformers", "datasets"}, (
+            script,
+            "imports a heavy module for --help",
+        )
+
+
+def test_the_console_scripts_run_their_scripts_from_any_folder(tmp_path):
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    from modeling_hmmroformer.experiments import commands
+
+    entries = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert sorted(entries) == [
+        f"hmm-{name.replace('_', '-')}"
+        for name in sorted(path.stem for path in (ROOT / "scripts").glob("*.py"))
+    ]
+    for entry in entries.values():
+        module, function = entry.split(":")
+        assert module == commands.__name__ and callable(getattr(commands, function))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from modeling_hmmroformer.experiments.commands import reproduce; reproduce()",
+            "--help",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0 and "usage: reproduce.py" in done.stdout, done.stderr[-2000:]
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from modeling_hmmroformer.experiments.commands import study; study()",
+            "--study",
+            "nope",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert bad.returncode == 2 and bad.stderr.startswith("error:") and not (tmp_path / "runs").exists()

@@ -146,7 +146,7 @@ def test_bad_study_settings_are_refused(changes, message):
     [
         (["--seeds", "0", "0"], "given twice"),
         (["--memories", "0"], "at least 1 token"),
-        (["--study", "nope"], "invalid choice"),
+        (["--study", "nope"], "'nope' is not a named pipeline"),
         (["--redo", "nothing"], "not a stage"),
     ],
 )

@@ -17,10 +17,9 @@ from transformers import AutoModelForCausalLM
 
 import hmm_datasets
 from modeling_hmmroformer.experiments import training
-from modeling_hmmroformer.experiments.settings import load_run_config
+from modeling_hmmroformer.experiments.settings import config_for_corpus, load_run_config
 from modeling_hmmroformer.experiments.training import (
     FixedLengthCollator,
-    config_for_corpus,
     is_complete_checkpoint,
     prepare,
     step_time_summary,
@@ -89,6 +88,25 @@ def test_the_shipped_configs_resolve_to_a_model_that_reads_their_corpus(name):
         (["model.num_hidden_layers", "3"], "write overrides as --section.field value"),
         (["--run.loss_mask", "demos"], "run.loss_mask='demos' must be one of"),
         (["--run.vary_num_demos", "sometimes"], "run.vary_num_demos='sometimes' must be true or false"),
+        (
+            ["--training.learning_rate", "fast"],
+            "training.learning_rate='fast' must be a number or an integer",
+        ),
+        (["--training.max_steps", "-5"], "training.max_steps=-5 must be at least 1"),
+        (["--training.max_steps", "0"], "training.max_steps=0 must be at least 1"),
+        (["--training.learning_rate", "0"], "training.learning_rate=0 must be above 0"),
+        (["--training.per_device_train_batch_size", "0"], "per_device_train_batch_size=0 must be at least 1"),
+        (["--training.bf16", "1"], "training.bf16=1 must be true or false"),
+        (
+            ["--model.hidden_size", "30", "--model.num_attention_heads", "4"],
+            "model section: .*hidden_size=30 is not divisible",
+        ),
+        (["--corpus.num_tasks", "0"], "corpus section: num_tasks=0"),
+        (["--training.learning_rte", "1"], r"did you mean training.learning_rate\?"),
+        (
+            ["--training.learning_rte", "1", "--model.hiden_size", "8", "--run.eval_rows", "-1"],
+            r"'hiden_size'.*'learning_rte'.*run.eval_rows=-1 must be at least 0",
+        ),
     ],
 )
 def test_bad_configs_fail_before_training(tmp_path, overrides, message):
@@ -97,11 +115,16 @@ def test_bad_configs_fail_before_training(tmp_path, overrides, message):
     assert not (tmp_path / "run").exists()
 
 
-def test_a_model_that_cannot_read_the_corpus_is_refused_before_training(tmp_path):
-    run = tiny_run(tmp_path, "--model.vocab_size", "5")
+@pytest.mark.skipif(torch.cuda.is_available(), reason="flex_attention is allowed on a GPU")
+def test_flex_attention_on_a_cpu_is_refused_when_the_config_is_read(tmp_path):
+    with pytest.raises(ValueError, match="--model.attn_implementation sdpa"):
+        tiny_run(tmp_path, "--model.attn_implementation", "flex_attention")
+
+
+def test_a_model_that_cannot_read_the_corpus_is_refused_when_the_config_is_read(tmp_path):
     with pytest.raises(ValueError, match="vocab_size=5 is smaller than the corpus's 7 tokens"):
-        prepare(run, resume=False)
-    assert not list((tmp_path / "run").glob("checkpoint-*"))
+        tiny_run(tmp_path, "--model.vocab_size", "5")
+    assert not (tmp_path / "run").exists()
 
 
 def test_resume_without_a_checkpoint_and_rerun_over_checkpoints_are_refused(tmp_path):
@@ -215,6 +238,24 @@ def test_a_launched_run_writes_complete_loadable_checkpoints(trained):
     assert results["train_steps"] == 40
     steps_total = results["first_step_s"] + 39 * results["steady_step_s"] + results["beyond_steady_s"]
     assert 0 < results["steady_step_s"] < steps_total <= results["train_runtime"]
+
+
+def test_a_bad_config_under_accelerate_launch_quiet_is_one_error_line(tmp_path):
+    """docs/training.md: `accelerate launch -q` keeps the launcher's traceback out."""
+    command = ACCELERATE + [
+        "-q",
+        "--cpu",
+        "--num_processes",
+        "1",
+        str(ROOT / "scripts" / "train.py"),
+        str(TINY),
+    ]
+    command += ["--training.output_dir", str(tmp_path / "run"), "--training.max_steps", "0"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode != 0
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert lines[-1] == "error: training.max_steps=0 must be at least 1", done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and not (tmp_path / "run").exists()
 
 
 def test_training_brings_the_model_closer_to_the_bayes_optimal_predictor(trained, tmp_path):

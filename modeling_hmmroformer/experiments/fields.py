@@ -1,0 +1,253 @@
+"""What a run config may hold: every field of every section with its type, the checks of the
+values (all problems at once, with the nearest known name for a misspelt field), and the
+reference of every field that `scripts/train.py --help` prints (docs/fields.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import difflib
+import enum
+import functools
+import re
+import sys
+import types
+import typing
+from typing import Any
+
+from transformers import TrainingArguments
+
+import hmm_datasets
+from hmm_datasets import HMMMixtureConfig
+
+from ..configuration_hmm_roformer import HMMRoFormerConfig
+
+SECTIONS = ("corpus", "data", "model", "training", "run")
+LOSS_MASKS = ("all", "observations", "test")
+_CORPUS_EXCLUDED = {"name", "version", "data_dir", "data_files", "description"}  # the builder's own
+
+
+def _annotations(cls) -> dict[str, Any]:
+    """Each dataclass field's type, resolved where it can be (a string where it cannot: not checked)."""
+    namespace = dict(vars(sys.modules[cls.__module__]))
+    annotations = {}
+    for field_ in dataclasses.fields(cls):
+        annotation = field_.type
+        if isinstance(annotation, str):  # left a string where the module lacks a name (torch.dtype, ...)
+            with contextlib.suppress(Exception):
+                annotation = eval(annotation, namespace)  # a type annotation of our stack
+        annotations[field_.name] = annotation
+    return annotations
+
+
+@functools.cache
+def section_fields() -> dict[str, dict[str, Any]]:
+    """Every field of every section and its type: what `--section.field value` may set."""
+    corpus = {k: v for k, v in _annotations(HMMMixtureConfig).items() if k not in _CORPUS_EXCLUDED}
+    return {
+        "corpus": {"preset": str, **corpus},
+        "data": {"source": str, "num_proc": int | None},
+        "model": {**_annotations(HMMRoFormerConfig), "attn_implementation": str},
+        "training": _annotations(TrainingArguments),
+        "run": {"loss_mask": str, "eval_rows": int, "vary_num_demos": bool},
+    }
+
+
+BOUNDS = {  # (section, field) -> (lowest value, whether it is allowed)
+    ("training", "max_steps"): (1, True),
+    ("training", "learning_rate"): (0, False),
+    ("training", "per_device_train_batch_size"): (1, True),
+    ("training", "per_device_eval_batch_size"): (1, True),
+    ("training", "gradient_accumulation_steps"): (1, True),
+    ("training", "warmup_steps"): (0, True),
+    ("training", "eval_steps"): (0, False),
+    ("training", "save_steps"): (0, False),
+    ("training", "logging_steps"): (0, False),
+    ("data", "num_proc"): (1, True),
+    ("run", "eval_rows"): (0, True),
+}
+_TYPE_NAMES = {
+    bool: "true or false",
+    int: "an integer",
+    float: "a number",
+    str: "a string",
+    list: "a list",
+    dict: "a mapping",
+    type(None): "null",
+}
+
+
+def accepted_types(annotation) -> set[type] | None:
+    """The YAML value types a field of this annotation takes; None: not checked here."""
+    if annotation is None:
+        return None
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        parts = [accepted_types(part) for part in typing.get_args(annotation)]
+        return None if any(part is None for part in parts) else set().union(*parts)
+    if annotation is type(None):
+        return {type(None)}
+    if annotation in (list, tuple) or origin in (list, tuple):
+        return {list}
+    if annotation is dict or origin is dict:
+        return {dict}
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return {str}
+    if annotation is float:
+        return {float, int}
+    if annotation in (bool, int, str):
+        return {annotation}
+    return None
+
+
+def _has_type(value, accepted: set[type]) -> bool:
+    if isinstance(value, bool):  # YAML true/false: a bool, never a number
+        return bool in accepted
+    return isinstance(value, tuple(accepted))
+
+
+def run_config_problems(sections: dict[str, dict]) -> list[str]:
+    """Every problem of a run config's sections at once, one phrase each: an unknown field (with
+    the nearest known name), a value of the wrong type, a value out of bounds, a missing field."""
+    problems = []
+    fields = section_fields()
+    for section, values in sections.items():
+        known = fields[section]
+        for name, value in values.items():
+            if name not in known:
+                if section == "model" and name == "preset":
+                    problems.append(
+                        "model.preset is not read any more: write the model's sizes in the model section "
+                        "(hidden_size, num_hidden_layers, num_attention_heads, ...), as configs/small.yaml does"
+                    )
+                    continue
+                near = difflib.get_close_matches(name, list(known), n=1)
+                hint = f" (did you mean {section}.{near[0]}?)" if near else ""
+                problems.append(f"unknown field(s) [{name!r}] in section '{section}'{hint}")
+                continue
+            accepted = accepted_types(known[name])
+            if accepted is not None and not _has_type(value, accepted):
+                expected = " or ".join(sorted(_TYPE_NAMES[t] for t in accepted if t in _TYPE_NAMES))
+                problems.append(f"{section}.{name}={value!r} must be {expected}")
+                continue
+            bound = BOUNDS.get((section, name))
+            if bound is not None and value is not None:
+                lowest, allowed = bound
+                if value < lowest or (value == lowest and not allowed):
+                    problems.append(
+                        f"{section}.{name}={value!r} must be {'at least' if allowed else 'above'} {lowest}"
+                    )
+    if sections["corpus"].get("preset") not in hmm_datasets.PRESETS:
+        problems.append(
+            f"corpus.preset={sections['corpus'].get('preset')!r} is not a corpus preset; choose one of "
+            f"{sorted(hmm_datasets.PRESETS)}"
+        )
+    if "output_dir" not in sections["training"]:
+        problems.append("training.output_dir is missing: say where the run writes its checkpoints")
+    if sections["run"].get("loss_mask", "all") not in LOSS_MASKS:
+        problems.append(f"run.loss_mask={sections['run'].get('loss_mask')!r} must be one of {LOSS_MASKS}")
+    return problems
+
+
+# ---- the reference, for --help and docs/fields.md -----------------------------------------------
+_OWN_HELP = {
+    "corpus": {
+        "preset": "the corpus preset the other fields change: " + ", ".join(sorted(hmm_datasets.PRESETS)),
+        "num_tasks": "HMMs in the mixture (K)",
+        "num_states": "hidden states of each HMM (S)",
+        "vocab_size": "observation tokens 0..V-1 (V); the delimiter is token V",
+        "num_demos": "demonstrations per row (N)",
+        "demo_length": "observations per demonstration (n)",
+        "test_length": "observations in the test sequence (T)",
+        "num_train": "rows of the train split",
+        "num_validation": "rows of the validation split",
+        "num_test": "rows of the test split",
+        "initial_concentration": "Dirichlet concentration of each HMM's initial distribution",
+        "transition_concentration": "Dirichlet concentration of the transition rows",
+        "emission_concentration": "Dirichlet concentration of the emission rows",
+        "transition_rank": "rank d of the transitions (the paper's Assumption 1); null: full rank",
+        "task_prior": "probability of each task; null: uniform",
+        "seed": "seed of the HMM parameters and the rows",
+    },
+    "data": {
+        "source": "where the rows come from: builder (generate the corpus section), a corpus folder or a Hub dataset id",
+        "num_proc": "processes that generate the corpus",
+    },
+    "model": {"attn_implementation": "sdpa, eager, flash_attention_2 or flex_attention (flex: GPU only)"},
+    "run": {
+        "loss_mask": "which next tokens the loss counts: " + ", ".join(LOSS_MASKS),
+        "eval_rows": "validation rows of the in-context evaluation (0: none)",
+        "vary_num_demos": "each train row keeps its last m ~ U{0..N} demonstrations",
+    },
+}
+_SECTION_TITLES = {
+    "corpus": "the corpus (hmm_datasets.HMMMixtureConfig; defaults: the class's, a preset sets its own)",
+    "data": "where the rows come from",
+    "model": "the model (HMMRoFormerConfig; any other field of transformers' PreTrainedConfig too)",
+    "training": "transformers.TrainingArguments",
+    "run": "this project's own",
+}
+
+
+def _docstring_args(doc: str) -> dict[str, str]:
+    """`name: text` entries of a Google-style Args section (`a, b: text` gives both)."""
+    found, names = {}, []
+    for line in doc.split("Args:", 1)[-1].split("```")[0].splitlines():
+        head = re.match(r"^\s{8}([a-z_, ]+): (.*)$", line)
+        if head:
+            names = [name.strip() for name in head.group(1).split(",")]
+            found.update(dict.fromkeys(names, head.group(2).strip()))
+        elif line.startswith(" " * 12) and names:
+            found.update({name: f"{found[name]} {line.strip()}" for name in names})
+    return found
+
+
+def _type_text(annotation) -> str:
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
+    if not isinstance(annotation, type):
+        text = str(annotation)
+    return re.sub(r"\b[\w.]+\.(\w+)", r"\1", text).replace("NoneType", "None")
+
+
+def fields_reference() -> str:
+    """Every `--section.field` with its type, default and one line: what `--help` shows."""
+    defaults = {
+        "corpus": {f.name: f.default for f in dataclasses.fields(HMMMixtureConfig)},
+        "model": {f.name: f.default for f in dataclasses.fields(HMMRoFormerConfig)},
+        "training": {f.name: f.default for f in dataclasses.fields(TrainingArguments)},
+        "data": {"source": "builder", "num_proc": None},
+        "run": {"loss_mask": "all", "eval_rows": 256, "vary_num_demos": False},
+    }
+    model_help = _docstring_args(HMMRoFormerConfig.__doc__ or "")
+    training_help = {
+        f.name: " ".join(f.metadata.get("help", "").split()) for f in dataclasses.fields(TrainingArguments)
+    }
+    lines = []
+    for section, fields in section_fields().items():
+        helps = {**model_help, **_OWN_HELP["model"]} if section == "model" else _OWN_HELP.get(section, {})
+        if section == "training":
+            helps = training_help
+        names = [name for name in fields if section != "model" or name in helps]
+        lines += ["", f"{section}: {_SECTION_TITLES[section]}"]
+        for name in names:
+            default = defaults[section].get(name, dataclasses.MISSING)
+            shown = "" if default is dataclasses.MISSING or callable(default) else f" = {default!r}"
+            text = helps.get(name, "")
+            text = text if len(text) <= 100 else text[:97].rsplit(" ", 1)[0] + " ..."
+            lines.append(f"  --{section}.{name} ({_type_text(fields[name])}{shown})")
+            if text:
+                lines.append(f"      {text}")
+    return "\n".join(lines[1:]) + "\n"
+
+
+def fields_page() -> str:
+    """docs/fields.md: `fields_reference` as a page (the test suite checks the committed one)."""
+    return (
+        "# Run config fields\n\n"
+        "Every field a run config's sections take, as `--section.field value` on the command line of\n"
+        "`scripts/train.py`, `scripts/reproduce.py` and `scripts/study.py` (`--help` prints this list)\n"
+        "or as `field: value` in the section of a YAML file ([training](training.md)). Generated from\n"
+        "the installed transformers and this package by `modeling_hmmroformer.experiments.fields.fields_page`.\n\n"
+        f"```text\n{fields_reference()}```\n"
+    )
