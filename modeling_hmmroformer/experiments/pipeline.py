@@ -207,6 +207,8 @@ def run_pipeline(pipeline: Pipeline, *, redo: str | None = None, log: Callable[[
     if redo is not None:
         state = forget_stages(state, stage_names(pipeline), redo)
     plan = stage_plan(pipeline, state)
+    if not pipeline.progress:  # --quiet: transformers' own bars (loading weights) too
+        transformers.utils.logging.disable_progress_bar()
     pipeline.out.mkdir(parents=True, exist_ok=True)
     write_state(pipeline, state)
     for index, (stage, runner) in enumerate(plan.items(), start=1):
