@@ -7,6 +7,7 @@ package is installed from the clone (`make install`, or `pip install -e .`).
 
 from __future__ import annotations
 
+import functools
 import runpy
 import sys
 from pathlib import Path
@@ -26,29 +27,11 @@ def run_script(name: str) -> None:
     runpy.run_path(str(path), run_name="__main__")
 
 
-def reproduce() -> None:
-    run_script("reproduce")
-
-
-def study() -> None:
-    run_script("study")
-
-
-def train() -> None:
-    run_script("train")
-
-
-def generate() -> None:
-    run_script("generate")
-
-
-def figure1() -> None:
-    run_script("figure1")
-
-
-def probe() -> None:
-    run_script("probe")
-
-
-def push_to_hub() -> None:
-    run_script("push_to_hub")
+# One entry point per script of scripts/ (pyproject.toml's [project.scripts]).
+reproduce = functools.partial(run_script, "reproduce")
+study = functools.partial(run_script, "study")
+train = functools.partial(run_script, "train")
+generate = functools.partial(run_script, "generate")
+figure1 = functools.partial(run_script, "figure1")
+probe = functools.partial(run_script, "probe")
+push_to_hub = functools.partial(run_script, "push_to_hub")

@@ -49,6 +49,7 @@ from probing.run import run_probing
 
 from . import layout
 from .aggregate import summarize_study
+from .commands import SCRIPTS
 from .evaluation import figure1, load_evaluation_data, write_figure1
 from .memory import write_lemma1, write_model_memory
 from .plots import plot_study
@@ -271,13 +272,9 @@ def train_model(p: Pipeline, m: ModelRun) -> None:
     if p.num_processes == 1:
         train(m.run, resume=resume)
         return
-    command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu"]
-    command += [
-        "--num_processes",
-        str(p.num_processes),
-        str(Path(__file__).parents[2] / "scripts" / "train.py"),
-    ]
-    command += ["--config", str(config_copy), *(["--resume"] if resume else [])]
+    command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes"]
+    command += [str(p.num_processes), str(SCRIPTS / "train.py"), "--config", str(config_copy)]
+    command += ["--resume"] if resume else []
     done = subprocess.run(command, check=False)
     if done.returncode != 0 or not (folder / layout.TRAIN_RESULTS_JSON).is_file():
         raise RuntimeError(

@@ -173,43 +173,26 @@ def test_help_lists_the_fields_and_the_presets_without_heavy_imports():
         )
 
 
-def test_the_console_scripts_run_their_scripts_from_any_folder(tmp_path):
+def test_the_console_scripts_run_their_scripts_from_any_folder(tmp_path, monkeypatch, capsys):
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
     from modeling_hmmroformer.experiments import commands
 
     entries = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert sorted(entries) == [
-        f"hmm-{name.replace('_', '-')}"
-        for name in sorted(path.stem for path in (ROOT / "scripts").glob("*.py"))
-    ]
+    scripts = sorted(path.stem for path in (ROOT / "scripts").glob("*.py"))
+    assert sorted(entries) == [f"hmm-{name.replace('_', '-')}" for name in scripts]
     for entry in entries.values():
         module, function = entry.split(":")
         assert module == commands.__name__ and callable(getattr(commands, function))
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "from modeling_hmmroformer.experiments.commands import reproduce; reproduce()",
-            "--help",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["hmm-reproduce", "--help"])
+    with pytest.raises(SystemExit) as exit_help:
+        commands.reproduce()
+    assert exit_help.value.code == 0 and "usage: reproduce.py" in capsys.readouterr().out
+    monkeypatch.setattr(sys, "argv", ["hmm-study", "--study", "nope"])
+    with pytest.raises(SystemExit) as exit_bad:
+        commands.study()
+    assert exit_bad.value.code == 2 and capsys.readouterr().err.startswith(
+        "error: 'nope' is not a named pipeline"
     )
-    assert done.returncode == 0 and "usage: reproduce.py" in done.stdout, done.stderr[-2000:]
-    bad = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "from modeling_hmmroformer.experiments.commands import study; study()",
-            "--study",
-            "nope",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-    )
-    assert bad.returncode == 2 and bad.stderr.startswith("error:") and not (tmp_path / "runs").exists()
+    assert list(tmp_path.iterdir()) == []  # nothing written
