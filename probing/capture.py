@@ -8,6 +8,7 @@ Only the asked-for layers and positions are kept, on the CPU, in float16 unless 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -30,16 +31,26 @@ def load_hmm_roformer(
     """
     try:
         config = AutoConfig.from_pretrained(model, trust_remote_code=trust_remote_code)
-    except (OSError, ValueError) as error:
+    except OSError as error:  # no such folder, no such Hub repo, or the Hub out of reach
+        reason = " ".join(str(error).split())
         raise ValueError(
-            f"cannot read a model config from {model!r}: pass a checkpoint folder with a config.json "
-            "(written by scripts/train.py) or a Hub model id, and import modeling_hmmroformer first or "
-            f"pass trust_remote_code=True to use the code the checkpoint carries ({type(error).__name__}: {error})."
+            f"cannot read a model config from {model!r}: it is neither a checkpoint folder with a "
+            "config.json (written by scripts/train.py) nor a Hub model id that can be reached"
+            f"{' (HF_HUB_OFFLINE=1 is set: only cached Hub repos load)' if _offline() else ''} ({reason})."
+        ) from error
+    except ValueError as error:  # a config of a model type transformers does not know
+        raise ValueError(
+            f"{model!r} holds a model type transformers does not know: import modeling_hmmroformer first, or "
+            f"pass trust_remote_code=True to use the code the checkpoint carries ({' '.join(str(error).split())})."
         ) from error
     check_hmm_roformer(config)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     loaded = AutoModelForCausalLM.from_pretrained(model, trust_remote_code=trust_remote_code)
     return loaded.to(device).eval()
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def untrained_twin(model, seed: int):

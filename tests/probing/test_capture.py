@@ -52,6 +52,14 @@ def test_a_model_that_is_not_an_hmm_roformer_is_refused(tmp_path):
         load_hmm_roformer(str(tmp_path / "missing"))
 
 
+def test_an_unknown_hub_id_offline_says_so_and_not_to_import_the_plugin(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ValueError, match="HF_HUB_OFFLINE=1 is set") as refused:
+        load_hmm_roformer("someorg/no-such-model")
+    assert "import modeling_hmmroformer" not in str(refused.value)
+    assert "\n" not in str(refused.value)  # one line
+
+
 def test_probing_loads_a_checkpoint_with_its_own_code_without_the_model_package(tiny_model, tmp_path):
     """probing sits below modeling_hmmroformer: with that package unimportable, a checkpoint loads
     from the code it carries (trust_remote_code), and without that the error says what to do."""
@@ -63,7 +71,7 @@ def test_probing_loads_a_checkpoint_with_its_own_code_without_the_model_package(
         try:
             load_hmm_roformer({str(tmp_path / "model")!r}, "cpu")
         except ValueError as error:
-            print("refused:", "trust_remote_code=True" in str(error))
+            print("refused:", "trust_remote_code=True" in str(error) and "does not know" in str(error))
         model = load_hmm_roformer({str(tmp_path / "model")!r}, "cpu", trust_remote_code=True)
         print(type(model).__name__, model.config.num_hidden_layers)
     """
