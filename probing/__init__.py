@@ -4,52 +4,45 @@ linear probes with token baselines and bootstrap intervals, the shuffle test, at
     from probing.run import ProbeConfig, run_probing   # the whole analysis (scripts/probe.py)
     from probing import capture_hidden_states           # the pieces, on any HMMRoFormer
 
-The modules imported here need only torch, numpy and the corpus package, so they also run
-on a checkpoint loaded with `trust_remote_code=True` without the model plugin.
+The names below need only torch, numpy and the corpus package, so they also run on a
+checkpoint loaded with `trust_remote_code=True` without the model plugin. They are imported on
+first use: `import probing.config` (the settings of a run) stays light, so `scripts/probe.py
+--help` imports no torch.
 """
 
-from .capture import (
-    attention_weights,
-    capture_attention_logits,
-    capture_hidden_states,
-    check_hmm_roformer,
-    load_hmm_roformer,
-    pre_rotary_queries_and_keys,
-)
-from .labels import position_labels, previous_token_labels, sample_positions, sample_probe_rows, split_rows
-from .probes import ProbeSettings, fit_linear_probe, probe_hits
-from .shuffle import (
-    derangements,
-    lower_layers,
-    relative_logit_change,
-    shuffle_demos,
-    shuffle_patterns,
-    shuffle_records,
-    shuffle_test,
-    upper_layers,
-)
+import importlib
 
-__all__ = [
-    "ProbeSettings",
-    "attention_weights",
-    "capture_attention_logits",
-    "capture_hidden_states",
-    "check_hmm_roformer",
-    "derangements",
-    "fit_linear_probe",
-    "load_hmm_roformer",
-    "lower_layers",
-    "position_labels",
-    "pre_rotary_queries_and_keys",
-    "previous_token_labels",
-    "probe_hits",
-    "relative_logit_change",
-    "sample_positions",
-    "sample_probe_rows",
-    "shuffle_demos",
-    "shuffle_patterns",
-    "shuffle_records",
-    "shuffle_test",
-    "split_rows",
-    "upper_layers",
-]
+_EXPORTS = {  # name -> the module of this package that defines it
+    "ProbeSettings": "probes",
+    "attention_weights": "capture",
+    "capture_attention_logits": "capture",
+    "capture_hidden_states": "capture",
+    "check_hmm_roformer": "capture",
+    "derangements": "shuffle",
+    "fit_linear_probe": "probes",
+    "load_hmm_roformer": "capture",
+    "lower_layers": "shuffle",
+    "position_labels": "labels",
+    "pre_rotary_queries_and_keys": "capture",
+    "previous_token_labels": "labels",
+    "probe_hits": "probes",
+    "relative_logit_change": "shuffle",
+    "sample_positions": "labels",
+    "sample_probe_rows": "labels",
+    "shuffle_demos": "shuffle",
+    "shuffle_patterns": "shuffle",
+    "shuffle_records": "shuffle",
+    "shuffle_test": "shuffle",
+    "split_rows": "labels",
+    "upper_layers": "shuffle",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    """Import a public name's module on first use (PEP 562)."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value
+    return value

@@ -18,13 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-import modeling_hmmroformer  # noqa: F401  (registers the Auto classes)
-from hmm_datasets.corpus import checkpoint_corpus, open_corpus
-from modeling_hmmroformer.experiments.settings import checkpoint_seed
-from probing import load_hmm_roformer
-from probing.capture import untrained_twin
-from probing.plots import write_probe_results
-from probing.run import ProbeConfig, format_summary, run_probing
+from probing.config import ProbeConfig  # the standard library only: --help imports nothing heavy
 
 
 def integers(text: str) -> tuple[int, ...]:
@@ -44,22 +38,67 @@ def main(argv: list[str] | None = None) -> int:
         "--data", help="corpus preset, folder or Hub dataset id (default: the checkpoint's corpus)"
     )
     parser.add_argument("--out", help="output folder (default: <model>/probes)")
-    parser.add_argument("--num-probe-tasks", type=int, default=defaults.num_probe_tasks)
-    parser.add_argument("--rows-per-task", type=int, default=defaults.rows_per_task)
+    parser.add_argument(
+        "--num-probe-tasks",
+        type=int,
+        default=defaults.num_probe_tasks,
+        help="tasks probed (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--rows-per-task",
+        type=int,
+        default=defaults.rows_per_task,
+        help="rows per task (default: %(default)s)",
+    )
     parser.add_argument(
         "--positions-per-row",
         type=int,
         default=defaults.positions_per_row,
-        help="0: every observation position",
+        help="positions per row, 0: every observation position (default: %(default)s)",
     )
-    parser.add_argument("--distances", type=integers, default=defaults.distances, help="e.g. 1,2,3,4,5")
+    parser.add_argument(
+        "--distances",
+        type=integers,
+        default=defaults.distances,
+        help="previous-token distances (default: 1,2,3,4,5)",
+    )
     parser.add_argument("--layers", type=integers, help="hidden-state indices, 0 = embeddings (default: all)")
-    parser.add_argument("--shuffle-rows", type=int, default=defaults.shuffle_rows)
-    parser.add_argument("--attention-rows", type=integers, default=defaults.attention_rows)
-    parser.add_argument("--num-resamples", type=int, default=defaults.num_resamples)
-    parser.add_argument("--dtype", choices=("float16", "float32"), default=defaults.dtype)
-    parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
-    parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument(
+        "--shuffle-rows",
+        type=int,
+        default=defaults.shuffle_rows,
+        help="rows of the shuffle test (default: up to 256)",
+    )
+    parser.add_argument(
+        "--attention-rows",
+        type=integers,
+        default=defaults.attention_rows,
+        help=f"Figure 7's test rows (default: {','.join(map(str, defaults.attention_rows))})",
+    )
+    parser.add_argument(
+        "--num-resamples",
+        type=int,
+        default=defaults.num_resamples,
+        help="bootstrap resamples (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--dtype",
+        choices=("float16", "float32"),
+        default=defaults.dtype,
+        help="storage of the captures (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=defaults.batch_size,
+        help="rows a forward pass (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=defaults.seed,
+        help="seed of the probe rows and resamples (default: %(default)s)",
+    )
     parser.add_argument(
         "--control-seed",
         type=int,
@@ -75,6 +114,13 @@ def main(argv: list[str] | None = None) -> int:
     if out is None:
         parser.error("--out is required when --model is a Hub id")
     started = time.perf_counter()
+    import modeling_hmmroformer  # noqa: F401  (registers the Auto classes)
+    from hmm_datasets.corpus import checkpoint_corpus, open_corpus
+    from modeling_hmmroformer.experiments.settings import checkpoint_seed
+    from probing.capture import load_hmm_roformer, untrained_twin
+    from probing.plots import write_probe_results
+    from probing.run import format_summary, run_probing
+
     try:
         config = ProbeConfig(
             num_probe_tasks=args.num_probe_tasks,

@@ -36,7 +36,7 @@ from hmm_datasets import HMMMixtureConfig
 from hmm_datasets.corpus import check_model_fits_corpus
 from hmm_datasets.export import local_folder
 from hmm_datasets.memory import check_memories
-from probing.run import ProbeConfig
+from probing.config import ProbeConfig
 
 from ..configuration_hmm_roformer import HMMRoFormerConfig
 from .fields import SECTIONS, run_config_problems

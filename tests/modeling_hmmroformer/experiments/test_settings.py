@@ -155,6 +155,7 @@ def test_help_lists_the_fields_and_the_presets_without_heavy_imports():
         "generate": sorted(hmm_datasets.PRESETS),
         "figure1": ["--model"],
         "push_to_hub": ["--dry-run"],
+        "probe": ["--num-probe-tasks", "(default: 16)"],
     }
     for script, names in scripts.items():
         done = subprocess.run(
