@@ -28,6 +28,20 @@ def integers(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from error
 
 
+PROBE_OPTIONS = {  # ProbeConfig field -> (type on the command line, what it sets)
+    "num_probe_tasks": (int, "tasks probed"),
+    "rows_per_task": (int, "rows per task"),
+    "positions_per_row": (int, "positions per row, 0: every observation position"),
+    "distances": (integers, "previous-token distances"),
+    "layers": (integers, "hidden-state indices, 0 = embeddings"),
+    "shuffle_rows": (int, "rows of the shuffle test"),
+    "attention_rows": (integers, "Figure 7's test rows"),
+    "num_resamples": (int, "bootstrap resamples"),
+    "batch_size": (int, "rows a forward pass"),
+    "seed": (int, "seed of the probe rows and resamples"),
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     defaults = ProbeConfig()
     parser = argparse.ArgumentParser(
@@ -38,66 +52,18 @@ def main(argv: list[str] | None = None) -> int:
         "--data", help="corpus preset, folder or Hub dataset id (default: the checkpoint's corpus)"
     )
     parser.add_argument("--out", help="output folder (default: <model>/probes)")
-    parser.add_argument(
-        "--num-probe-tasks",
-        type=int,
-        default=defaults.num_probe_tasks,
-        help="tasks probed (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--rows-per-task",
-        type=int,
-        default=defaults.rows_per_task,
-        help="rows per task (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--positions-per-row",
-        type=int,
-        default=defaults.positions_per_row,
-        help="positions per row, 0: every observation position (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--distances",
-        type=integers,
-        default=defaults.distances,
-        help="previous-token distances (default: 1,2,3,4,5)",
-    )
-    parser.add_argument("--layers", type=integers, help="hidden-state indices, 0 = embeddings (default: all)")
-    parser.add_argument(
-        "--shuffle-rows",
-        type=int,
-        default=defaults.shuffle_rows,
-        help="rows of the shuffle test (default: up to 256)",
-    )
-    parser.add_argument(
-        "--attention-rows",
-        type=integers,
-        default=defaults.attention_rows,
-        help=f"Figure 7's test rows (default: {','.join(map(str, defaults.attention_rows))})",
-    )
-    parser.add_argument(
-        "--num-resamples",
-        type=int,
-        default=defaults.num_resamples,
-        help="bootstrap resamples (default: %(default)s)",
-    )
+    for name, (kind, meaning) in PROBE_OPTIONS.items():
+        default = getattr(defaults, name)
+        shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
+        shown = {"layers": "all", "shuffle_rows": "up to 256"}.get(name, shown)
+        parser.add_argument(
+            f"--{name.replace('_', '-')}", type=kind, default=default, help=f"{meaning} (default: {shown})"
+        )
     parser.add_argument(
         "--dtype",
         choices=("float16", "float32"),
         default=defaults.dtype,
-        help="storage of the captures (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--batch-size",
-        type=int,
-        default=defaults.batch_size,
-        help="rows a forward pass (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--seed",
-        type=int,
-        default=defaults.seed,
-        help="seed of the probe rows and resamples (default: %(default)s)",
+        help=f"storage of the captures (default: {defaults.dtype})",
     )
     parser.add_argument(
         "--control-seed",
@@ -122,19 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     from probing.run import format_summary, run_probing
 
     try:
-        config = ProbeConfig(
-            num_probe_tasks=args.num_probe_tasks,
-            rows_per_task=args.rows_per_task,
-            positions_per_row=args.positions_per_row or None,
-            distances=args.distances,
-            layers=args.layers,
-            shuffle_rows=args.shuffle_rows,
-            attention_rows=args.attention_rows,
-            num_resamples=args.num_resamples,
-            dtype=args.dtype,
-            batch_size=args.batch_size,
-            seed=args.seed,
-        )
+        values = {name: getattr(args, name) for name in (*PROBE_OPTIONS, "dtype")}
+        config = ProbeConfig(**{**values, "positions_per_row": args.positions_per_row or None})
         model = load_hmm_roformer(args.model)
         corpus = open_corpus(args.data or checkpoint_corpus(args.model))
         control = None

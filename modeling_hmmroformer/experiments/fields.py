@@ -25,6 +25,10 @@ from ..configuration_hmm_roformer import HMMRoFormerConfig
 
 SECTIONS = ("corpus", "data", "model", "training", "run")
 LOSS_MASKS = ("all", "observations", "test")
+DEFAULTS = {  # the values of the data and run sections a run config leaves out
+    "data": {"source": "builder", "num_proc": None},
+    "run": {"loss_mask": "all", "eval_rows": 256, "vary_num_demos": False},
+}
 _CORPUS_EXCLUDED = {"name", "version", "data_dir", "data_files", "description"}  # the builder's own
 
 
@@ -145,7 +149,7 @@ def run_config_problems(sections: dict[str, dict]) -> list[str]:
         )
     if "output_dir" not in sections["training"]:
         problems.append("training.output_dir is missing: say where the run writes its checkpoints")
-    if sections["run"].get("loss_mask", "all") not in LOSS_MASKS:
+    if sections["run"].get("loss_mask", DEFAULTS["run"]["loss_mask"]) not in LOSS_MASKS:
         problems.append(f"run.loss_mask={sections['run'].get('loss_mask')!r} must be one of {LOSS_MASKS}")
     return problems
 
@@ -204,9 +208,8 @@ def _docstring_args(doc: str) -> dict[str, str]:
 
 
 def _type_text(annotation) -> str:
-    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
-    if not isinstance(annotation, type):
-        text = str(annotation)
+    """`int`, `int | None`, `SchedulerType | str`: the annotation without module prefixes."""
+    text = annotation.__name__ if isinstance(annotation, type) else str(annotation)
     return re.sub(r"\b[\w.]+\.(\w+)", r"\1", text).replace("NoneType", "None")
 
 
@@ -216,8 +219,7 @@ def fields_reference() -> str:
         "corpus": {f.name: f.default for f in dataclasses.fields(HMMMixtureConfig)},
         "model": {f.name: f.default for f in dataclasses.fields(HMMRoFormerConfig)},
         "training": {f.name: f.default for f in dataclasses.fields(TrainingArguments)},
-        "data": {"source": "builder", "num_proc": None},
-        "run": {"loss_mask": "all", "eval_rows": 256, "vary_num_demos": False},
+        **DEFAULTS,
     }
     model_help = _docstring_args(HMMRoFormerConfig.__doc__ or "")
     training_help = {

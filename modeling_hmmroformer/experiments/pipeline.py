@@ -366,11 +366,8 @@ def write_json_and_report(p: Pipeline, results: dict, report: str) -> None:
 
 def write_report(p: Pipeline, state: dict) -> None:
     """A reproduction's results.json and REPORT.md, from its published model folder."""
-    summary, seconds, machine = (
-        summarize_model_folder(p.out / layout.MODEL),
-        stage_seconds(state),
-        machine_description(),
-    )
+    summary = summarize_model_folder(p.out / layout.MODEL)
+    seconds, machine = stage_seconds(state), machine_description()
     results = {"preset": p.settings.name, **summary, "stage_seconds": seconds, "machine": machine}
     report = render_report(
         summary,

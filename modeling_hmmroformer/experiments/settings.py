@@ -39,7 +39,7 @@ from hmm_datasets.memory import check_memories
 from probing.config import ProbeConfig
 
 from ..configuration_hmm_roformer import HMMRoFormerConfig
-from .fields import SECTIONS, run_config_problems
+from .fields import DEFAULTS, SECTIONS, run_config_problems
 from .layout import RUN_CONFIG_YAML
 
 CONFIGS_DIR = Path(__file__).resolve().parents[2] / "configs"
@@ -149,15 +149,15 @@ class RunConfig:
 
     @property
     def loss_mask(self) -> str:
-        return self.run.get("loss_mask", "all")
+        return self.run.get("loss_mask", DEFAULTS["run"]["loss_mask"])
 
     @property
     def vary_num_demos(self) -> bool:
-        return self.run.get("vary_num_demos", False)
+        return self.run.get("vary_num_demos", DEFAULTS["run"]["vary_num_demos"])
 
     @property
     def eval_rows(self) -> int:
-        return int(self.run.get("eval_rows", 256))
+        return int(self.run.get("eval_rows", DEFAULTS["run"]["eval_rows"]))
 
     @property
     def output_dir(self) -> Path:
@@ -314,59 +314,57 @@ def fingerprint(settings: Settings, run: RunConfig) -> str:
     return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-_TINY_PROBES = {
-    "num_probe_tasks": 8,
-    "rows_per_task": 16,
-    "positions_per_row": 16,
-    "distances": (1, 2, 3),
-    "num_resamples": 100,
-    "shuffle_rows": 32,
-    "max_iter": 50,
-}
-
 # Every named pipeline: `scripts/reproduce.py --preset NAME` runs the one-model ones,
 # `scripts/study.py --study NAME` any of them. The run config names the corpus preset, the
 # model's sizes and the training; the entry adds the grid and the analyses' sizes.
 PRESETS = {
-    "tiny": Settings(
-        "tiny",
-        "tiny.yaml",
-        eval_rows=64,
-        corpus_table_rows=64,
-        memories=(1, 2, 4, 8),
-        memory_rows=32,
-        probe=_TINY_PROBES,
-    ),  # fmt: skip
-    "small": Settings("small", "small.yaml"),
-    "paper": Settings("paper", "paper.yaml", eval_rows=2048),
-    # The depth-and-seed study: the paper's depth at CPU width, on the CPU demo's corpus.
-    "default": Settings(
-        "default", "study.yaml", depths=(2, 4, 8, 16), seeds=(0, 1, 2), corpus_table_rows=128
-    ),
-    # The test suite's end-to-end study: seconds on 2 cores.
-    "quick": Settings(
-        "quick",
-        "tiny.yaml",
-        depths=(2, 3),
-        seeds=(0, 1),
-        overrides={"training": {"max_steps": 20, "eval_steps": 10, "save_steps": 10}},
-        eval_rows=32,
-        corpus_table_rows=16,
-        memories=(1, 2, 4),
-        memory_rows=16,
-        probe={
-            "num_probe_tasks": 4,
-            "rows_per_task": 8,
-            "positions_per_row": 8,
-            "distances": (1, 2),
-            "num_resamples": 50,
-            "shuffle_rows": 16,
-            "max_iter": 20,
-        },
-    ),
+    settings.name: settings
+    for settings in (
+        Settings(
+            "tiny",
+            "tiny.yaml",
+            eval_rows=64,
+            corpus_table_rows=64,
+            memories=(1, 2, 4, 8),
+            memory_rows=32,
+            probe={
+                "num_probe_tasks": 8,
+                "rows_per_task": 16,
+                "positions_per_row": 16,
+                "distances": (1, 2, 3),
+                "num_resamples": 100,
+                "shuffle_rows": 32,
+                "max_iter": 50,
+            },
+        ),
+        Settings("small", "small.yaml"),
+        Settings("paper", "paper.yaml", eval_rows=2048),
+        # The depth-and-seed study: the paper's depth at CPU width, on the CPU demo's corpus.
+        Settings("default", "study.yaml", depths=(2, 4, 8, 16), seeds=(0, 1, 2), corpus_table_rows=128),
+        # The test suite's end-to-end study: seconds on 2 cores.
+        Settings(
+            "quick",
+            "tiny.yaml",
+            depths=(2, 3),
+            seeds=(0, 1),
+            overrides={"training": {"max_steps": 20, "eval_steps": 10, "save_steps": 10}},
+            eval_rows=32,
+            corpus_table_rows=16,
+            memories=(1, 2, 4),
+            memory_rows=16,
+            probe={
+                "num_probe_tasks": 4,
+                "rows_per_task": 8,
+                "positions_per_row": 8,
+                "distances": (1, 2),
+                "num_resamples": 50,
+                "shuffle_rows": 16,
+                "max_iter": 20,
+            },
+        ),
+    )
 }
 REPRODUCTIONS = sorted(name for name, settings in PRESETS.items() if not settings.is_grid)
-STUDIES = sorted(PRESETS)
 
 
 def get_settings(name: str, **changes) -> Settings:

@@ -31,6 +31,7 @@ from hmm_datasets.scoring import flatten_scores, in_context_scores
 from ..modeling_hmm_roformer import HMMRoFormerForCausalLM
 from . import layout
 from .evaluation import model_next_token_log_probs
+from .fields import DEFAULTS
 from .settings import RunConfig, config_for_corpus
 
 logger = logging.get_logger(__name__)
@@ -40,7 +41,7 @@ logger = logging.get_logger(__name__)
 def load_corpus(run: RunConfig) -> Corpus:
     """The corpus of a run: `data.source` "builder" generates the run's corpus config; a folder
     or Hub id must hold that same corpus (so the saved run config names what was trained on)."""
-    source = str(run.data.get("source", "builder"))
+    source = str(run.data.get("source", DEFAULTS["data"]["source"]))
     if source == "builder":
         return open_corpus(run.corpus_config(), run.data.get("num_proc"))
     corpus = open_corpus(source, run.data.get("num_proc"))
