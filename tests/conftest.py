@@ -1,6 +1,7 @@
 """Offline, isolated test runs: no network, a private datasets cache, two torch threads."""
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -56,6 +57,40 @@ def run_without_plugin(tmp_path):
         )
         assert done.returncode == 0, done.stderr[-3000:]
         return done.stdout
+
+    return run
+
+
+@dataclass(frozen=True)
+class ScriptRun:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def run_script(capsys):
+    """`run_script("scripts/study.py", *arguments, cwd=None)`: the script's `main(arguments)` in
+    this process (no interpreter start, no second import of torch), with its exit status and
+    printed output. The doc test runs every script as a reader does, in a fresh shell."""
+    import runpy
+    import sys
+
+    def run(script: str, *arguments, cwd: Path | None = None) -> ScriptRun:
+        path, here = ROOT / script, Path.cwd()
+        sys.path.insert(0, str(path.parent))  # as `python <script>` does: its folder's modules import
+        try:
+            main = runpy.run_path(str(path), run_name=path.stem)["main"]
+            capsys.readouterr()
+            os.chdir(cwd or here)
+            returncode = main([str(argument) for argument in arguments])
+        except SystemExit as stopped:  # argparse's own errors
+            returncode = stopped.code
+        finally:
+            os.chdir(here)
+            sys.path.remove(str(path.parent))
+        printed = capsys.readouterr()
+        return ScriptRun(returncode, printed.out, printed.err)
 
     return run
 

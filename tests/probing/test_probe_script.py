@@ -1,33 +1,14 @@
 """scripts/probe.py: results written for a checkpoint, one clear error line for bad input."""
 
-import importlib.util
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
 
-
-def probe_script():
-    spec = importlib.util.spec_from_file_location("probe_script", ROOT / "scripts" / "probe.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_probe_script_writes_results(tiny_model, tmp_path):
+def test_probe_script_writes_results(run_script, tiny_model, tmp_path):
     tiny_model().save_pretrained(tmp_path / "model")
-    command = [
-        sys.executable,
-        str(ROOT / "scripts" / "probe.py"),
-        "--model",
-        str(tmp_path / "model"),
-        "--quiet",
-    ]
     fast = ["--num-probe-tasks", "4", "--rows-per-task", "8", "--shuffle-rows", "8", "--num-resamples", "50"]
-    done = subprocess.run([*command, "--data", "tiny", *fast], capture_output=True, text=True, cwd=tmp_path)
+    done = run_script(
+        "scripts/probe.py", "--model", tmp_path / "model", "--quiet", "--data", "tiny", *fast, cwd=tmp_path
+    )
     assert done.returncode == 0, done.stderr
     assert "Patterns of the paper" in done.stdout
     written = sorted(path.name for path in (tmp_path / "model" / "probes").iterdir())
@@ -49,18 +30,18 @@ def test_probe_script_writes_results(tiny_model, tmp_path):
         (["--data", "FOLDER"], "hmm_mixture_config.json"),  # a folder that is not a corpus
     ],
 )
-def test_probe_script_refuses_bad_input_with_one_error_line(tiny_model, tmp_path, capsys, arguments, message):
+def test_probe_script_refuses_bad_input_with_one_error_line(
+    run_script, tiny_model, tmp_path, arguments, message
+):
     tiny_model().save_pretrained(tmp_path / "model")
     (tmp_path / "FOLDER").mkdir()
     arguments = [str(tmp_path / "FOLDER") if a == "FOLDER" else a for a in arguments]
-    capsys.readouterr()
-    code = probe_script().main(["--model", str(tmp_path / "model"), "--quiet", *arguments])
-    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
-    assert code == 2 and len(errors) == 1 and message in errors[0]
+    done = run_script("scripts/probe.py", "--model", tmp_path / "model", "--quiet", *arguments)
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert done.returncode == 2 and len(errors) == 1 and message in errors[0]
     assert not (tmp_path / "model" / "probes").exists()
 
 
-def test_probe_script_names_a_missing_checkpoint_folder(tmp_path, capsys):
-    with pytest.raises(SystemExit) as stopped:
-        probe_script().main(["--model", str(tmp_path / "nowhere")])
-    assert stopped.value.code == 2 and "no such checkpoint folder" in capsys.readouterr().err
+def test_probe_script_names_a_missing_checkpoint_folder(run_script, tmp_path):
+    done = run_script("scripts/probe.py", "--model", tmp_path / "nowhere")
+    assert done.returncode == 2 and "no such checkpoint folder" in done.stderr

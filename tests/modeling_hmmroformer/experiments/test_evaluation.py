@@ -1,9 +1,6 @@
 """Figure 1 evaluation: every curve present, the model scored like the predictors, files written."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -105,29 +102,27 @@ def test_unknown_data_is_refused():
         load_evaluation_data("no-such-corpus")
 
 
-def run_evaluate_script(*arguments):
-    command = [sys.executable, str(ROOT / "scripts" / "figure1.py"), *map(str, arguments)]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
-
-
-def test_evaluate_script_on_a_saved_checkpoint_and_an_exported_corpus(tmp_path):
+def test_evaluate_script_on_a_saved_checkpoint_and_an_exported_corpus(run_script, tmp_path):
     torch.manual_seed(0)
     model = HMMRoFormerForCausalLM(HMMRoFormerConfig(**TINY_SIZES, vocab_size=7))
     model.save_pretrained(tmp_path / "model")
     config = hmm_datasets.get_preset("tiny")
     corpus = hmm_datasets.export_corpus(config, tmp_path / "corpus", table_rows=0, progress=False)
-    result = run_evaluate_script("--model", tmp_path / "model", "--data", corpus, "--rows", "16")
+    result = run_script("scripts/figure1.py", "--model", tmp_path / "model", "--data", corpus, "--rows", "16")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "model early" in result.stdout
     written = json.loads((tmp_path / "model" / "figure1" / "figure1.json").read_text())
     assert written["num_rows"] == 16 and (tmp_path / "model" / "figure1" / "figure1.png").exists()
 
     # without --data the checkpoint's own corpus config is used; a bare model folder has none
-    result = run_evaluate_script("--model", tmp_path / "model", "--rows", "16", "--out", tmp_path / "own")
+    result = run_script(
+        "scripts/figure1.py", "--model", tmp_path / "model", "--rows", "16", "--out", tmp_path / "own"
+    )
     assert result.returncode == 2 and "carries no hmm_mixture_config.json" in result.stderr
     (tmp_path / "model" / "hmm_mixture_config.json").write_text(config.to_json())
-    result = run_evaluate_script("--model", tmp_path / "model", "--rows", "16", "--out", tmp_path / "own")
+    result = run_script(
+        "scripts/figure1.py", "--model", tmp_path / "model", "--rows", "16", "--out", tmp_path / "own"
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert (
         json.loads((tmp_path / "own" / "figure1.json").read_text())["by_num_demos"] == written["by_num_demos"]

@@ -60,7 +60,8 @@ def hub(tmp_path_factory):
 
 
 def client_env(hub: HubServer, home: Path) -> dict:
-    """The environment of a client process: this server, plain LFS, its own cache, a token."""
+    """The environment of a client process: this server, plain LFS, its own cache, a token, and
+    this process's torch threads (numbers computed here and there are compared exactly)."""
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")}
     env.update(
         HF_ENDPOINT=hub.url,
@@ -69,6 +70,7 @@ def client_env(hub: HubServer, home: Path) -> dict:
         HF_TOKEN="hf_round_trip_test",
         HF_HUB_DISABLE_TELEMETRY="1",
         HF_HUB_DISABLE_PROGRESS_BARS="1",
+        OMP_NUM_THREADS=str(torch.get_num_threads()),
     )
     return env
 
@@ -107,7 +109,7 @@ SHORT_BACKOFF = (
 )
 
 
-def run_script(
+def run_client_script(
     hub: HubServer, folder: Path, script: str, *arguments: str, short_backoff: bool = False
 ) -> subprocess.CompletedProcess:
     launcher = ["-c", SHORT_BACKOFF] if short_backoff else []
@@ -125,10 +127,12 @@ def published(hub, reproduced_tiny, tmp_path_factory):
     out, _ = reproduced_tiny
     folder = tmp_path_factory.mktemp("push")
     corpus = checked(
-        run_script(hub, folder, "push_to_hub.py", "--dataset", str(out / "corpus"), "--repo-id", CORPUS)
+        run_client_script(
+            hub, folder, "push_to_hub.py", "--dataset", str(out / "corpus"), "--repo-id", CORPUS
+        )
     )
     model = checked(
-        run_script(
+        run_client_script(
             hub,
             folder,
             "push_to_hub.py",
@@ -262,23 +266,27 @@ PROBE_SETTINGS = ["--num-probe-tasks", "4", "--rows-per-task", "8", "--positions
 PROBE_SETTINGS += ["--distances", "1,2", "--shuffle-rows", "16", "--num-resamples", "50", "--quiet"]
 
 
-def test_the_analysis_scripts_give_the_same_numbers_from_repo_ids(hub, published, tmp_path):
+def analyses(model: str, data: str) -> list[tuple[str, list[str]]]:
+    """scripts/probe.py and scripts/figure1.py on one model and corpus: (script, arguments)."""
+    return [
+        ("scripts/probe.py", ["--model", model, "--data", data, "--out", "probes", *PROBE_SETTINGS]),
+        ("scripts/figure1.py", ["--model", model, "--data", data, "--rows", "32", "--out", "fig1"]),
+    ]
+
+
+def test_the_analysis_scripts_give_the_same_numbers_from_repo_ids(hub, published, tmp_path, run_script):
     out = published
-    for name, model, data in (
-        ("local", str(out / "model"), str(out / "corpus")),
-        ("hub", MODEL, CORPUS),
-    ):
-        folder = tmp_path / name
-        checked(
-            run_script(
-                hub, folder, "probe.py", "--model", model, "--data", data, "--out", "probes", *PROBE_SETTINGS
-            )
-        )
-        checked(
-            run_script(
-                hub, folder, "figure1.py", "--model", model, "--data", data, "--rows", "32", "--out", "fig1"
-            )
-        )
+    (tmp_path / "local").mkdir()
+    for script, arguments in analyses(str(out / "model"), str(out / "corpus")):  # here, from the folders
+        done = run_script(script, *arguments, cwd=tmp_path / "local")
+        assert done.returncode == 0, done.stderr[-3000:]
+    remote = analyses(MODEL, CORPUS)  # both scripts in one fresh client process, by repo id
+    source = f"""
+        import runpy
+        for script, arguments in {remote!r}:
+            assert runpy.run_path({str(ROOT)!r} + "/" + script, run_name="script")["main"](arguments) == 0
+    """
+    checked(run_client(hub, tmp_path / "hub", source))
     local, remote = (
         json.loads((tmp_path / n / "probes" / "probe_results.json").read_text()) for n in ("local", "hub")
     )
@@ -298,7 +306,7 @@ def test_a_second_push_is_one_new_commit_and_the_old_revision_still_loads(hub, p
     with torch.no_grad():
         model.lm_head.weight.mul_(2.0)
     model.save_pretrained(changed)
-    checked(run_script(hub, tmp_path, "push_to_hub.py", "--model", str(changed), "--repo-id", MODEL))
+    checked(run_client_script(hub, tmp_path, "push_to_hub.py", "--model", str(changed), "--repo-id", MODEL))
     commits = json.loads((hub.root / "repos.json").read_text())[f"model:{MODEL}"]["commits"]
     after = hub.head(f"model:{MODEL}")
     assert after != before and commits[after]["parent"] == before
@@ -326,7 +334,7 @@ def test_a_bad_folder_is_refused_before_any_request(hub, published, tmp_path):
     shutil.copytree(published / "model", broken)
     (broken / "modeling_hmm_roformer.py").unlink()
     seen = len(hub.requests())
-    done = run_script(hub, tmp_path, "push_to_hub.py", "--model", str(broken), "--repo-id", MODEL)
+    done = run_client_script(hub, tmp_path, "push_to_hub.py", "--model", str(broken), "--repo-id", MODEL)
     assert done.returncode == 2 and done.stderr.startswith("error:") and "lacks the model code" in done.stderr
     assert len(hub.requests()) == seen
 
@@ -338,7 +346,7 @@ def test_a_server_fault_is_one_error_line_and_leaves_the_repo_as_it_was(reproduc
     healthy = HubServer(root)
     try:
         checked(
-            run_script(
+            run_client_script(
                 healthy, tmp_path, "push_to_hub.py", "--dataset", str(out / "corpus"), "--repo-id", CORPUS
             )
         )
@@ -350,7 +358,7 @@ def test_a_server_fault_is_one_error_line_and_leaves_the_repo_as_it_was(reproduc
         changed = tmp_path / "corpus"
         shutil.copytree(out / "corpus", changed)
         (changed / "extra.npy").write_bytes(os.urandom(2048))  # a new LFS object: it must go up
-        done = run_script(
+        done = run_client_script(
             faulty,
             tmp_path,
             "push_to_hub.py",

@@ -3,8 +3,6 @@ published folders used without the plugin."""
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -126,11 +124,10 @@ def test_the_checkpoint_carries_a_model_card_with_the_measured_results(reproduce
     assert "configs:" in corpus_card and f'load_dataset("{out / "corpus"}")' in corpus_card
 
 
-def test_a_rerun_skips_every_complete_stage(reproduced_tiny):
+def test_a_rerun_skips_every_complete_stage(reproduced_tiny, run_script):
     out, _ = reproduced_tiny
     before = {path: path.stat().st_mtime_ns for path in out.rglob("*") if path.is_file()}
-    command = [sys.executable, str(ROOT / "scripts" / "reproduce.py"), "--preset", "tiny", "--out", str(out)]
-    done = subprocess.run([*command, "--quiet"], capture_output=True, text=True, timeout=300, check=False)
+    done = run_script("scripts/reproduce.py", "--preset", "tiny", "--out", out, "--quiet")
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("complete, skipped") == len(STAGES)
     changed = [path for path, mtime in before.items() if path.stat().st_mtime_ns != mtime]
@@ -217,17 +214,10 @@ def test_a_folder_that_is_not_a_reproduction_is_refused(tmp_path):
         (["--preset", "tiny", "--num-processes", "2"], "needs as many GPUs"),
     ],
 )
-def test_bad_input_is_one_error_line(tmp_path, arguments, message):
+def test_bad_input_is_one_error_line(run_script, tmp_path, arguments, message):
     if "--num-processes" in arguments and torch.cuda.is_available():
         pytest.skip("this machine has GPUs")
-    command = [
-        sys.executable,
-        str(ROOT / "scripts" / "reproduce.py"),
-        *arguments,
-        "--out",
-        str(tmp_path / "r"),
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    done = run_script("scripts/reproduce.py", *arguments, "--out", tmp_path / "r")
     assert done.returncode == 2
     assert done.stderr.startswith("error:") and message in done.stderr
     assert not (tmp_path / "r").exists()
@@ -327,22 +317,14 @@ def test_corpora_in_folders_of_the_same_name_do_not_share_a_cache_entry(tmp_path
         np.testing.assert_array_equal(np.asarray(plain), np.asarray(expected))
 
 
-def test_the_gpu_benchmark_runs_the_same_stages_and_measures_them(reproduced_tiny, tmp_path):
+def test_the_gpu_benchmark_runs_the_same_stages_and_measures_them(reproduced_tiny, run_script, tmp_path):
     """benchmarks/paper_gpu.py at tiny size on the CPU: the code path of the GPU run, stage for stage."""
     source, _ = reproduced_tiny
     out = tmp_path / "tiny"
     shutil.copytree(source, out)
     results, published = tmp_path / "tiny_gpu.json", tmp_path / "published"
-    command = [
-        sys.executable,
-        str(ROOT / "benchmarks" / "paper_gpu.py"),
-        "--preset",
-        "tiny",
-        "--out",
-        str(out),
-    ]
-    command += ["--results", str(results), "--publish", str(published), "--matmul-size", "256", "--quiet"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    arguments = ["--preset", "tiny", "--out", out, "--results", results, "--publish", published]
+    done = run_script("benchmarks/paper_gpu.py", *arguments, "--matmul-size", "256", "--quiet")
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("complete, skipped") == len(STAGES)  # resumes a finished folder
     measured = json.loads(results.read_text())

@@ -1,7 +1,6 @@
 """Settings as typed objects: the one override syntax of every script, YAML 1.2 values, run
 configs changed by nested dicts, the table of named pipelines, the fingerprint."""
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -49,24 +48,14 @@ def test_a_bad_override_says_how_to_write_one(arguments, message):
         parse_overrides(arguments, SECTIONS)
 
 
-def test_generate_takes_the_same_syntax(tmp_path):
-    command = [
-        sys.executable,
-        str(ROOT / "scripts" / "generate.py"),
-        "--preset",
-        "tiny",
-        "--out",
-        str(tmp_path / "c"),
-    ]
-    command += ["--corpus.num_tasks", "4", "--table-rows", "0", "--num-proc", "1"]
-    done = subprocess.run(
-        command, capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"}
+def test_generate_takes_the_same_syntax(run_script, tmp_path):
+    arguments = ["--preset", "tiny", "--out", tmp_path / "c"]
+    done = run_script(
+        "scripts/generate.py", *arguments, "--corpus.num_tasks", "4", "--table-rows", "0", "--num-proc", "1"
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert hmm_datasets.load_corpus_config(tmp_path / "c").num_tasks == 4
-    bad = subprocess.run(
-        command[:6] + ["--model.hidden_size", "8"], capture_output=True, text=True, timeout=300
-    )
+    bad = run_script("scripts/generate.py", *arguments, "--model.hidden_size", "8")
     assert bad.returncode != 0 and "unknown section 'model'" in bad.stderr
 
 

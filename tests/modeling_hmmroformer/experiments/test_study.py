@@ -2,8 +2,6 @@
 untrained control at the training's own initialisation, and bad input refused."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -150,22 +148,9 @@ def test_bad_study_settings_are_refused(changes, message):
         (["--redo", "nothing"], "not a stage"),
     ],
 )
-def test_bad_input_is_one_error_line_and_writes_nothing(tmp_path, arguments, message):
+def test_bad_input_is_one_error_line_and_writes_nothing(run_script, tmp_path, arguments, message):
     out = tmp_path / "study"
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "scripts" / "study.py"),
-            "--study",
-            "quick",
-            "--out",
-            str(out),
-            *arguments,
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
+    done = run_script("scripts/study.py", "--study", "quick", "--out", out, *arguments)
     assert done.returncode == 2
     assert message in done.stderr
     assert not out.exists()

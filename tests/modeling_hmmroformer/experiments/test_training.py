@@ -197,13 +197,9 @@ def launch_tiny(output_dir: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("arguments", [[], [str(TINY), "--config", str(TINY)]])
-def test_the_run_config_is_given_exactly_once(arguments, capsys):
-    spec = importlib.util.spec_from_file_location("train_script", ROOT / "scripts" / "train.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    with pytest.raises(SystemExit) as stopped:
-        script.main(arguments)
-    assert stopped.value.code == 2 and "give the run config once" in capsys.readouterr().err
+def test_the_run_config_is_given_exactly_once(run_script, arguments):
+    done = run_script("scripts/train.py", *arguments)
+    assert done.returncode == 2 and "give the run config once" in done.stderr
 
 
 @pytest.fixture(scope="module")
