@@ -1,5 +1,6 @@
 """The ceiling every model is judged against: the Bayes-optimal and oracle accuracy table of a
-corpus (the dataset card shows it), and how fast the Bayes-optimal predictor identifies the task.
+corpus (the dataset card shows it), the in-context ladder below it (predictors that read only
+the row's own tokens), and how fast the Bayes-optimal predictor identifies the task.
 
 Accuracy is top-1 agreement of a predictor's argmax with the sampled next token, scored by
 `hmm_datasets.scoring`: "by number of demonstrations" keeps the last m demonstrations of each
@@ -14,8 +15,8 @@ import torch
 
 from .bayes import BayesOptimalPredictor
 from .layout import SampleLayout
-from .predictors import reference_predictors
-from .scoring import EARLY_TOKENS, demo_counts_for, mean_over_tokens, scores_by_demo_count
+from .predictors import IN_CONTEXT, reference_predictors
+from .scoring import EARLY_TOKENS, demo_counts_for, mean_over_tokens, predictor_ladder, scores_by_demo_count
 
 
 def accuracy_table(
@@ -36,11 +37,8 @@ def accuracy_table(
     1..T-1 (test token 0 has no context without demonstrations); "early" means test
     tokens 1..8.
     """
-    predictors = {
-        name: p
-        for name, p in reference_predictors(predictor.params, predictor).items()
-        if name in ("bayes", "oracle")
-    }
+    everyone = reference_predictors(predictor.params, predictor)
+    predictors = {name: everyone[name] for name in ("bayes", "oracle")}
     scores = scores_by_demo_count(
         predictors,
         input_ids,
@@ -74,6 +72,28 @@ def accuracy_table(
             "oracle_accuracy": full["oracle"]["correct"].tolist(),
         }
     ids = torch.as_tensor(np.asarray(input_ids), dtype=torch.long)
+    ladder = None
+    if full is not None:  # the in-context ladder below Bayes, with all demonstrations
+        baselines = {name: everyone[name] for name in (*IN_CONTEXT, "bayes")}
+        (ladder_scores,) = scores_by_demo_count(
+            baselines,
+            input_ids,
+            task_ids,
+            layout,
+            demo_counts=[layout.num_demos],
+            batch_size=batch_size,
+            progress=progress,
+            desc="in-context ladder",
+        ).values()
+        ladder = predictor_ladder(
+            {
+                **{name: mean_over_tokens(ladder_scores[name]["correct"]) for name in baselines},
+                "oracle": mean_over_tokens(full["oracle"]["correct"]),
+            },
+            {name: p.label for name, p in everyone.items()},
+            list(IN_CONTEXT),
+            {name: mean_over_tokens(ladder_scores[name]["kl"]) for name in IN_CONTEXT},
+        )
     return {
         "num_rows": int(ids.shape[0]),
         "true_task_posterior_after_demo": task_identification(
@@ -86,6 +106,7 @@ def accuracy_table(
         },
         "by_num_demos": by_demos,
         "by_test_position": per_position,
+        "ladder": ladder,
     }
 
 
@@ -136,6 +157,15 @@ def format_accuracy_table(table: dict) -> str:
             lines.append(
                 f"{j:>8}  {_fmt(per_position['bayes_accuracy'][j])}  {_fmt(per_position['oracle_accuracy'][j])}"
             )
+    if table.get("ladder"):
+        lines += [
+            "",
+            f"the ladder, all {table['layout']['num_demos']} demonstrations, lowest first (in-context: the row's own tokens only):",
+        ]
+        lines.append(f"{'accuracy':>8}  {'KL(Bayes || .)':>14}  predictor")
+        for rung in table["ladder"]["rungs"]:
+            kl = "" if rung["kl_bayes"] is None else f"{rung['kl_bayes']:.3f}"
+            lines.append(f"{rung['accuracy']:>8.3f}  {kl:>14}  {rung['label']}")
     return "\n".join(lines)
 
 

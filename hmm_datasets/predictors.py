@@ -1,6 +1,6 @@
 """Next-token predictors of corpus rows, behind one registry: each maps rows to distributions.
 
-    predictors = reference_predictors(params)                       # bayes, oracle, unigram, bigram
+    predictors = reference_predictors(params)        # the in-context ladder, bayes, oracle
     probs = predictors["bayes"].next_token_probs(input_ids, task_ids)   # [B, L, V+1]
 
 A predictor is given rows `input_ids [B, L]` and their tasks `task_ids [B]` (only the oracle
@@ -11,9 +11,17 @@ predictor the same way on the same rows:
 
 - `bayes`: the exact Bayes-optimal predictor of the mixture (`bayes.py`), the yardstick;
 - `oracle`: the same, told each row's task;
-- `unigram`, `bigram`: counts of tokens / token pairs in the row's own context so far, with
-  no knowledge of the HMMs (in-context baselines). Like the Bayes-optimal predictor they know
-  the layout: a point mass on the delimiter where one comes next.
+- the in-context ladder (`IN_CONTEXT`): predictors that read only the row's own tokens so far,
+  with no knowledge of the HMMs: variable-order n-grams (orders 1 to 8, longest-suffix
+  backoff; order 1 is the unigram, 2 the bigram) and PPM-C blending (interpolated
+  Witten-Bell) over contexts of up to 2 and up to 7 tokens. Like the Bayes-optimal predictor
+  they know the layout: a point mass on the delimiter where one comes next.
+
+Why PPM and not context-tree weighting: CTW is Bayes-optimal for tree sources, but an HMM's
+output is not a tree source of bounded depth, and CTW keeps a tree per row that is updated
+token by token, which does not batch over rows and positions. PPM-C's blending reuses the
+n-gram's context counts (one sort per context length, batched), has no tuned parameter, and
+its escape count gives an unseen or rarely seen context the shorter context's prediction.
 """
 
 from __future__ import annotations
@@ -41,22 +49,37 @@ class Predictor:
     next_token_probs: NextTokenProbs
 
 
+# The in-context ladder: predictors that see only the row's own tokens so far (no knowledge of
+# the HMMs), in the order of their definition: name -> (label, kind, order).
+IN_CONTEXT = {
+    "unigram": ("unigram counts", "ngram", 1),
+    "bigram": ("bigram counts", "ngram", 2),
+    "trigram": ("trigram (n-gram, order 3)", "ngram", 3),
+    "ngram4": ("n-gram, order 4", "ngram", 4),
+    "ngram8": ("n-gram, order 8", "ngram", 8),
+    "ppm3": ("PPM-C blending, order 3", "ppm", 3),
+    "ppm8": ("PPM-C blending, order 8", "ppm", 8),
+}
+
+
+def in_context_predictor(name: str, vocab_size: int) -> Predictor:
+    """One predictor of the in-context ladder (`IN_CONTEXT`), by name."""
+    label, kind, order = IN_CONTEXT[name]
+    function = ngram_next_token_probs if kind == "ngram" else ppm_next_token_probs
+    return Predictor(name, label, lambda ids, tasks: function(ids, vocab_size, order))
+
+
 def reference_predictors(
     params: HMMParams, bayes: BayesOptimalPredictor | None = None
 ) -> dict[str, Predictor]:
-    """The predictors every model is measured against, by name (`bayes` is the reference)."""
+    """The predictors every model is measured against, by name: the in-context ladder
+    (`IN_CONTEXT`), then `bayes` (the reference) and `oracle`."""
     bayes = bayes or BayesOptimalPredictor(params)
-    vocab = params.vocab_size
     return {
+        **{name: in_context_predictor(name, params.vocab_size) for name in IN_CONTEXT},
         "bayes": Predictor("bayes", "Bayes-optimal", lambda ids, tasks: bayes.next_token_probs(ids)),
         "oracle": Predictor(
             "oracle", "oracle (knows the task)", lambda ids, tasks: bayes.oracle_next_token_probs(ids, tasks)
-        ),
-        "unigram": Predictor(
-            "unigram", "unigram counts", lambda ids, tasks: unigram_next_token_probs(ids, vocab)
-        ),
-        "bigram": Predictor(
-            "bigram", "bigram counts", lambda ids, tasks: bigram_next_token_probs(ids, vocab)
         ),
     }
 
@@ -85,25 +108,95 @@ def unigram_next_token_probs(input_ids, vocab_size: int, smoothing: float = 0.5)
     return _with_delimiters(counts / counts.sum(-1, keepdim=True), ids, vocab_size)
 
 
-def bigram_next_token_probs(
-    input_ids, vocab_size: int, backoff: float = 1.0, smoothing: float = 0.5
-) -> torch.Tensor:
-    """P(next = v | current = a) from counts of (a, v) pairs among tokens 0..i.
+def bigram_next_token_probs(input_ids, vocab_size: int) -> torch.Tensor:
+    """P(next = v | current = a) from counts of (a, v) pairs among tokens 0..i, shrunk towards
+    the unigram baseline with weight 1 (all that is left where `a` has not been seen before):
+    the n-gram of order 2. The current token may be the delimiter: its pairs are the first
+    tokens of earlier segments."""
+    return ngram_next_token_probs(input_ids, vocab_size, order=2)
 
-    The current token may be the delimiter: its pairs are the first tokens of earlier
-    segments. Counts are shrunk towards the unigram baseline with weight `backoff`, which
-    is all that is left where a context token has not been seen before.
-    """
+
+# ---- the in-context n-gram ladder -------------------------------------------------------------
+MAX_ORDER = 8  # n-grams up to 8 tokens: a context of at most 7
+ROW_CHUNK = 256  # rows counted at once (memory: ROW_CHUNK x L x V counts per context length)
+
+
+def context_counts(ids: torch.Tensor, vocab_size: int, length: int) -> torch.Tensor:
+    """`[B, L, V]` int32: N[b, i, v] = how often, among tokens 0..i of row b, the `length`
+    tokens ending at i were followed by observation v (occurrences ending at j < i). A context
+    that would start before the row has no occurrences.
+
+    Contexts are exact integer keys (base V + 1); a stable sort by key groups each context's
+    occurrences in position order, and an exclusive cumulative sum within each group counts
+    what followed the earlier ones: O(B L V) per length, no L x L comparison."""
+    batch, seq = ids.shape
+    base = vocab_size + 1
+    if base ** (length) >= 2**62:
+        raise ValueError(
+            f"contexts of {length} tokens over {base} token ids do not fit a 64-bit key: "
+            f"use an order of at most {int(62 / np.log2(base))} for this vocabulary."
+        )
+    positions = torch.arange(seq)
+    key = torch.zeros(batch, seq, dtype=torch.long)
+    for back in range(length):
+        key = key * base + torch.nn.functional.pad(ids, (back, 0))[:, :seq]
+    starts_before_row = positions < length - 1
+    key[:, starts_before_row] = -1 - positions[starts_before_row]  # unique: never matches
+    nxt = torch.full((batch, seq), vocab_size, dtype=torch.long)
+    nxt[:, :-1] = ids[:, 1:]
+    sorted_key, order = torch.sort(key, dim=1, stable=True)
+    sorted_next = nxt.gather(1, order)
+    following = torch.nn.functional.one_hot(sorted_next, vocab_size + 1)[..., :vocab_size].to(torch.int32)
+    earlier = following.cumsum(1, dtype=torch.int32) - following  # exclusive: occurrences before
+    group_start = torch.ones(batch, seq, dtype=torch.bool)
+    group_start[:, 1:] = sorted_key[:, 1:] != sorted_key[:, :-1]
+    start = torch.where(group_start, positions, 0).cummax(1).values
+    sorted_counts = earlier - earlier.gather(1, start[..., None].expand(-1, -1, vocab_size))
+    unsort = torch.empty_like(order).scatter_(1, order, positions.expand(batch, -1))
+    return sorted_counts.gather(1, unsort[..., None].expand(-1, -1, vocab_size))
+
+
+def _check_order(order: int) -> None:
+    if not 1 <= order <= MAX_ORDER:
+        raise ValueError(f"order={order}: an in-context n-gram has an order from 1 to {MAX_ORDER}.")
+
+
+def ngram_next_token_probs(input_ids, vocab_size: int, order: int) -> torch.Tensor:
+    """The variable-order n-gram with longest-suffix backoff, counts from the row's own prefix:
+    at position i, the longest context of at most `order - 1` tokens ending at i that has been
+    followed by an observation before; P(v) = (N(context, v) + U(v)) / (N(context) + 1), with U
+    the unigram baseline (what is left where no context of length 1 or more has been seen:
+    order 1 is the unigram, order 2 the bigram)."""
+    _check_order(order)
     ids = _as_ids(input_ids)
-    batch, length = ids.shape
-    width = vocab_size + 1  # the current token: observations or the delimiter
-    nxt = ids[:, 1:]
-    valid = nxt < vocab_size  # pairs end in an observation
-    pair = ids[:, :-1] * vocab_size + nxt.clamp(max=vocab_size - 1)
-    pair_counts = torch.zeros(batch, length, width * vocab_size, dtype=torch.float64)
-    pair_counts[:, 1:] = torch.nn.functional.one_hot(pair, width * vocab_size).double() * valid[..., None]
-    pair_counts = pair_counts.cumsum(1).view(batch, length, width, vocab_size)
-    rows = pair_counts.gather(2, ids[:, :, None, None].expand(batch, length, 1, vocab_size))[:, :, 0]
-    unigram = unigram_next_token_probs(ids, vocab_size, smoothing)[..., :vocab_size]
-    probs = (rows + backoff * unigram) / (rows.sum(-1, keepdim=True) + backoff)
-    return _with_delimiters(probs, ids, vocab_size)
+    out = []
+    for rows in ids.split(ROW_CHUNK):
+        unigram = unigram_next_token_probs(rows, vocab_size)[..., :vocab_size]
+        probs = unigram.clone()
+        for length in range(1, order):  # longer contexts overwrite where they have been seen
+            counts = context_counts(rows, vocab_size, length).double()
+            total = counts.sum(-1, keepdim=True)
+            probs = torch.where(total > 0, (counts + unigram) / (total + 1), probs)
+        out.append(probs)
+    return _with_delimiters(torch.cat(out), ids, vocab_size)
+
+
+def ppm_next_token_probs(input_ids, vocab_size: int, order: int = MAX_ORDER) -> torch.Tensor:
+    """PPM-C's blending (interpolated Witten-Bell) over contexts of 0 to `order - 1` tokens,
+    counts from the row's own prefix: P_0 = U (the unigram baseline) and, for each longer
+    context, P_m(v) = (N_m(v) + u_m P_(m-1)(v)) / (N_m + u_m), where u_m is the number of
+    distinct tokens seen after the context (the escape count); an unseen context escapes
+    entirely to the shorter one."""
+    _check_order(order)
+    ids = _as_ids(input_ids)
+    out = []
+    for rows in ids.split(ROW_CHUNK):
+        probs = unigram_next_token_probs(rows, vocab_size)[..., :vocab_size]
+        for length in range(1, order):
+            counts = context_counts(rows, vocab_size, length).double()
+            total = counts.sum(-1, keepdim=True)
+            escape = (counts > 0).sum(-1, keepdim=True).double()
+            blended = (counts + escape * probs) / (total + escape).clamp_min(1.0)
+            probs = torch.where(total > 0, blended, probs)
+        out.append(probs)
+    return _with_delimiters(torch.cat(out), ids, vocab_size)

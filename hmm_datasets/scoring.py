@@ -120,6 +120,39 @@ def mean_over_tokens(per_position: np.ndarray, tokens: slice = slice(1, None)) -
     return float(np.nanmean(per_position[tokens]))
 
 
+def predictor_ladder(
+    accuracy: dict[str, float],
+    labels: dict[str, str],
+    in_context: list[str],
+    kl_bayes: dict[str, float] | None = None,
+) -> dict:
+    """The yardstick ladder of one set of scores (JSON-ready): every predictor's `accuracy`,
+    ordered as measured (lowest first, so a model below a baseline is shown below it), the
+    best of the `in_context` predictors, and for every other predictor but Bayes and the
+    oracle (a model) the share of the gap from the best in-context predictor to Bayes that it
+    closes: 0 at the baseline, 1 at Bayes, negative below the baseline."""
+    baselines = [name for name in in_context if name in accuracy]
+    best = max(baselines, key=lambda name: accuracy[name])
+    gap = accuracy["bayes"] - accuracy[best]
+    rungs = [
+        {
+            "name": name,
+            "label": labels.get(name, name),
+            "accuracy": accuracy[name],
+            "kl_bayes": None if kl_bayes is None or name == "bayes" else kl_bayes.get(name),
+            "in_context": name in baselines,
+        }
+        for name in sorted(accuracy, key=lambda name: accuracy[name])
+    ]
+    models = [name for name in accuracy if name not in baselines and name not in ("bayes", "oracle")]
+    return {
+        "rungs": rungs,
+        "best_in_context": best,
+        "gap_closed": {name: (accuracy[name] - accuracy[best]) / gap if gap > 0 else None for name in models},
+        "below_in_context": {name: accuracy[name] < accuracy[best] for name in models},
+    }
+
+
 # ---- a model against the Bayes-optimal predictor and the oracle, on full rows ---------------------------
 def in_context_scores(model_log_probs, input_ids, bayes_probs, oracle_probs, layout: SampleLayout) -> dict:
     """The in-context metrics over the test sequence, by demonstrations seen and by test position.

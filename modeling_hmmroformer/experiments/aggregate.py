@@ -126,6 +126,7 @@ def model_record(depth: int, seed: int, folder: Path) -> dict:
         "depth": depth,
         "seed": seed,
         "model_vs_bayes": fig1["model_vs_bayes"],
+        "ladder": fig1.get("ladder"),
         "claims": paper_claims(fig1, summarize_probe_results(probes)),
         "curves": model_curves(probes, depth),
         "peak_layers": {distance: peak["peak_layer"] for distance, peak in peaks.items()},
@@ -166,6 +167,26 @@ def memory_row(depth: int, records: list[dict]) -> dict:
     }
 
 
+def ladder_across_seeds(ladders: list[dict | None]) -> dict:
+    """The models of one depth on the ladder: accuracy, the best in-context predictor's, the
+    share of the gap to Bayes closed (across seeds), and how many seeds are below the baseline."""
+    if not ladders or any(ladder is None for ladder in ladders):
+        return {}
+    accuracy = [{rung["name"]: rung["accuracy"] for rung in ladder["rungs"]} for ladder in ladders]
+    best = [ladder["best_in_context"] for ladder in ladders]
+    labels = {rung["name"]: rung["label"] for rung in ladders[0]["rungs"]}
+    return {
+        "model_accuracy": across_seeds([a["model"] for a in accuracy]),
+        "best_in_context": labels[best[0]]
+        if len(set(best)) == 1
+        else ", ".join(sorted({labels[b] for b in best})),
+        "best_in_context_accuracy": across_seeds([a[b] for a, b in zip(accuracy, best)]),
+        "bayes_accuracy": across_seeds([a["bayes"] for a in accuracy]),
+        "gap_closed": across_seeds([ladder["gap_closed"]["model"] for ladder in ladders]),
+        "below_in_context": sum(ladder["below_in_context"]["model"] for ladder in ladders),
+    }
+
+
 def summarize_study(
     settings: Settings,
     run: RunConfig,
@@ -188,6 +209,7 @@ def summarize_study(
                 "seeds": [r["seed"] for r in mine],
                 "kl_bayes_model": across_seeds([r["model_vs_bayes"]["kl_bayes_model"] for r in mine]),
                 "agreement": across_seeds([r["model_vs_bayes"]["agreement"] for r in mine]),
+                **ladder_across_seeds([r["ladder"] for r in mine]),
                 "claims": aggregate_claims([r["claims"] for r in mine]),
             }
         )

@@ -2,10 +2,14 @@
 
 Accuracy vs number of demonstrations and vs position in the test sequence, for the model and
 every predictor of `hmm_datasets.predictors` (the Bayes-optimal predictor, the oracle that
-knows the task, and two in-context baselines: unigram and bigram counts over the context),
+knows the task, and the in-context ladder: n-grams and PPM over the row's own tokens),
 scored on the same rows by `hmm_datasets.scoring.scores_by_demo_count`. Rows with m
 demonstrations are the test rows with all but their last m demonstrations dropped:
 demonstrations are i.i.d., so these are rows of an m-demonstration corpus.
+
+`ladder` places the model among them with all demonstrations (`hmm_datasets.scoring.predictor_ladder`):
+ordered as measured, with the share of the gap from the best in-context predictor to Bayes
+that the model closes; a model below that predictor is "below the in-context baseline".
 """
 
 from __future__ import annotations
@@ -19,8 +23,8 @@ import torch
 
 from hmm_datasets import HMMMixtureConfig, HMMParams, SampleLayout
 from hmm_datasets.corpus import open_corpus
-from hmm_datasets.predictors import Predictor, reference_predictors
-from hmm_datasets.scoring import EARLY_TOKENS, mean_over_tokens, scores_by_demo_count
+from hmm_datasets.predictors import IN_CONTEXT, Predictor, reference_predictors
+from hmm_datasets.scoring import EARLY_TOKENS, mean_over_tokens, predictor_ladder, scores_by_demo_count
 from probing.figures import pyplot, save_figure
 
 from . import layout
@@ -131,6 +135,12 @@ def figure1(model, data: EvaluationData, *, batch_size: int = 64, progress: bool
             for name in predictors
         },
         "by_test_position": {name: full[name]["correct"].tolist() for name in predictors},
+        "ladder": predictor_ladder(
+            {name: mean_over_tokens(full[name]["correct"]) for name in predictors},
+            {name: predictor.label for name, predictor in predictors.items()},
+            list(IN_CONTEXT),
+            {name: mean_over_tokens(full[name]["kl"]) for name in predictors if name != "bayes"},
+        ),
         "model_vs_bayes": {  # over the whole test sequence, token 0 included (it has context here)
             "model_accuracy": float(np.nanmean(model_scores["correct"])),
             "bayes_accuracy": float(np.nanmean(full["bayes"]["correct"])),
@@ -158,6 +168,8 @@ def format_figure1(result: dict) -> str:
     for index, m in enumerate(result["demo_counts"]):
         values = [result["by_num_demos"][name]["accuracy"][index] for name in names]
         lines.append(f"{m:>5}  " + "  ".join(f"{value:>13.3f}" for value in values))
+    if "ladder" in result:
+        lines += ["", format_ladder(result["ladder"])]
     versus = result["model_vs_bayes"]
     if versus:
         lines += [
@@ -165,6 +177,23 @@ def format_figure1(result: dict) -> str:
             f"with all demonstrations: model argmax = Bayes argmax on {versus['agreement']:.3f} of test positions, "
             f"KL(Bayes || model) {versus['kl_bayes_model']:.3f} nats/token, excess NLL {versus['excess_nll']:.3f}",
         ]
+    return "\n".join(lines)
+
+
+def format_ladder(ladder: dict) -> str:
+    """The ladder as text, lowest rung first, and where the model stands on it."""
+    lines = ["The ladder, all demonstrations (accuracy on test tokens 1..T-1; KL to Bayes in nats/token):"]
+    for rung in ladder["rungs"]:
+        kl = "" if rung["kl_bayes"] is None else f"  KL {rung['kl_bayes']:.3f}"
+        lines.append(f"  {rung['accuracy']:.3f}  {rung['label']}{kl}")
+    best = next(rung for rung in ladder["rungs"] if rung["name"] == ladder["best_in_context"])
+    for name, share in ladder["gap_closed"].items():
+        where = "below the in-context baseline" if ladder["below_in_context"][name] else "above it"
+        closed = "n/a" if share is None else f"{share:+.2f}"
+        lines.append(
+            f"{name}: share of the gap from the best in-context predictor ({best['label']}) to Bayes "
+            f"closed: {closed} ({where})"
+        )
     return "\n".join(lines)
 
 

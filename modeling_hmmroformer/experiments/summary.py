@@ -77,6 +77,29 @@ def summarize_figure1(figure1: dict) -> dict:
         "accuracy": {name: by[name]["accuracy"][full] for name in ("model", "bayes", "oracle")},
         "accuracy_no_demos": {name: by[name]["accuracy"][none] for name in ("model", "bayes", "oracle")},
         "model_vs_bayes": versus,
+        "ladder": summarize_ladder(figure1["ladder"]) if "ladder" in figure1 else None,
+    }
+
+
+def summarize_ladder(ladder: dict, model: str = "model") -> dict:
+    """A figure1.json's ladder for the cards: its rungs as measured, the best in-context
+    predictor, and the share of the gap to Bayes the model closes (`hmm_datasets.scoring.predictor_ladder`)."""
+    best = next(rung for rung in ladder["rungs"] if rung["name"] == ladder["best_in_context"])
+    share = ladder["gap_closed"].get(model)
+    return {
+        "rungs": [
+            {
+                "label": rung["label"],
+                "is_model": rung["name"] == model,
+                "accuracy": f"{rung['accuracy']:.3f}",
+                "kl_bayes": "" if rung["kl_bayes"] is None else f"{rung['kl_bayes']:.3f}",
+            }
+            for rung in ladder["rungs"]
+        ],
+        "best_in_context": best["label"],
+        "best_in_context_accuracy": best["accuracy"],
+        "gap_closed": share,
+        "below_in_context": ladder["below_in_context"].get(model, False),
     }
 
 

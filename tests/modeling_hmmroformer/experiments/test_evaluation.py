@@ -9,6 +9,7 @@ import torch
 
 import hmm_datasets
 from hmm_datasets.ceiling import accuracy_table
+from hmm_datasets.predictors import IN_CONTEXT
 from modeling_hmmroformer import HMMRoFormerConfig, HMMRoFormerForCausalLM
 from modeling_hmmroformer.experiments.evaluation import (
     figure1,
@@ -51,8 +52,14 @@ def test_a_bayes_model_reproduces_the_bayes_curves(data):
         np.testing.assert_allclose(result["by_num_demos"]["model"][key], result["by_num_demos"]["bayes"][key])
     assert result["model_vs_bayes"]["agreement"] == 1.0
     assert result["model_vs_bayes"]["kl_bayes_model"] == pytest.approx(0.0, abs=1e-5)
-    assert list(result["by_test_position"]) == ["model", "bayes", "oracle", "unigram", "bigram"]
+    assert list(result["by_test_position"]) == ["model", *IN_CONTEXT, "bayes", "oracle"]
     assert result["labels"]["bayes"] == "Bayes-optimal"
+    ladder = result["ladder"]  # a model that is Bayes closes the whole gap to Bayes
+    assert (
+        ladder["gap_closed"]["model"] == pytest.approx(1.0) and ladder["below_in_context"]["model"] is False
+    )
+    accuracies = [rung["accuracy"] for rung in ladder["rungs"]]
+    assert accuracies == sorted(accuracies) and ladder["best_in_context"] in IN_CONTEXT
     assert len(result["by_test_position"]["oracle"]) == data.config.test_length
 
 
@@ -68,6 +75,7 @@ def test_an_untrained_model_is_far_from_bayes_and_files_are_written(data, tmp_pa
     assert paths["png"].stat().st_size > 10_000
     text = format_figure1(result)
     assert "bigram early" in text and "KL(Bayes || model)" in text
+    assert result["ladder"]["below_in_context"]["model"] and "(below the in-context baseline)" in text
 
 
 def test_figure1_and_the_dataset_card_table_score_the_predictors_alike(data):
