@@ -68,3 +68,37 @@ def per_task_forward_probs(params: HMMParams, input_ids: np.ndarray) -> np.ndarr
     out[next_is_delim] = 0
     out[next_is_delim, vocab] = 1
     return out
+
+
+def per_row_in_context_probs(row: np.ndarray, vocab: int, order: int, kind: str) -> np.ndarray:
+    """The in-context n-gram (`kind="ngram"`) or PPM-C blending (`"ppm"`) of one row, position by
+    position, with a dict of context counts updated as the row is read: `[L, V + 1]`."""
+    counts: dict[tuple, np.ndarray] = {}
+    seen = np.zeros(vocab)
+    out = np.zeros((len(row), vocab + 1))
+    for i, token in enumerate(row):
+        if i > 0 and token < vocab:  # token i follows the contexts ending at i - 1
+            for length in range(1, order):
+                if i - length >= 0:
+                    context = tuple(row[i - length : i])
+                    counts.setdefault(context, np.zeros(vocab))[token] += 1
+        if token < vocab:
+            seen[token] += 1
+        probs = (seen + 0.5) / (seen + 0.5).sum()
+        unigram = probs
+        for length in range(1, order):
+            if i - length + 1 < 0:
+                break
+            found = counts.get(tuple(row[i - length + 1 : i + 1]))
+            if found is None or found.sum() == 0:
+                continue
+            if kind == "ngram":
+                probs = (found + unigram) / (found.sum() + 1)
+            else:
+                escape = (found > 0).sum()
+                probs = (found + escape * probs) / (found.sum() + escape)
+        out[i, :vocab] = probs
+        if i + 1 < len(row) and row[i + 1] == vocab:
+            out[i] = 0.0
+            out[i, vocab] = 1.0
+    return out
