@@ -1,17 +1,28 @@
-"""Offline, isolated test runs: no network, a private datasets cache, two torch threads."""
+"""Offline, isolated test runs: no network, a private datasets cache, one torch thread.
 
+The suite runs as two streams of one core each: the tests, and beside them the doc test's
+pages (`page_runs`). One thread per process, here and in every process a test starts
+(OMP_NUM_THREADS), keeps the streams from oversubscribing the cores: torch's threads wait
+for each other at every operation, and a thread that shares its core makes the others wait."""
+
+import importlib.util
 import os
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ["OMP_NUM_THREADS"] = "1"
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-torch.set_num_threads(min(2, os.cpu_count() or 1))
+torch.set_num_threads(1)
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -29,13 +40,22 @@ def _private_datasets_cache(tmp_path_factory):
 
 PLUGIN_MODULES = ("hmm_datasets", "modeling_hmmroformer", "probing", "model_cards")
 ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("doc_blocks", ROOT / "tests" / "doc_blocks.py")
+doc_blocks = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(doc_blocks)
+LINKED_FOLDERS = (
+    "scripts",
+    "configs",
+    "benchmarks",
+    "tests",
+    "results",
+    "model_cards",
+)  # a clone's, for pages
 
 
 @pytest.fixture
 def run_without_plugin(tmp_path):
     """Run Python source in a fresh process where no module of this package can be imported."""
-    import subprocess
-    import sys
     import textwrap
 
     def run(source: str) -> str:
@@ -74,7 +94,6 @@ def run_script(capsys):
     this process (no interpreter start, no second import of torch), with its exit status and
     printed output. The doc test runs every script as a reader does, in a fresh shell."""
     import runpy
-    import sys
 
     def run(script: str, *arguments, cwd: Path | None = None) -> ScriptRun:
         path, here = ROOT / script, Path.cwd()
@@ -98,9 +117,6 @@ def run_script(capsys):
 @pytest.fixture(scope="session")
 def reproduced_tiny(tmp_path_factory):
     """`scripts/reproduce.py --preset tiny`, end to end, once per session: (folder, its stdout)."""
-    import subprocess
-    import sys
-
     out = tmp_path_factory.mktemp("reproduce") / "tiny"
     command = [sys.executable, str(ROOT / "scripts" / "reproduce.py"), "--preset", "tiny", "--out", str(out)]
     env = {**os.environ, "HF_DATASETS_CACHE": str(out.parent / "datasets_cache")}
@@ -114,9 +130,6 @@ def reproduced_tiny(tmp_path_factory):
 @pytest.fixture(scope="session")
 def quick_studied(tmp_path_factory):
     """`scripts/study.py --study quick`, end to end, once per session: (folder, its stdout)."""
-    import subprocess
-    import sys
-
     out = tmp_path_factory.mktemp("study") / "quick"
     command = [sys.executable, str(ROOT / "scripts" / "study.py"), "--study", "quick", "--out", str(out)]
     done = subprocess.run(
@@ -124,3 +137,81 @@ def quick_studied(tmp_path_factory):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return out, done.stdout
+
+
+# ---- the doc test's pages (tests/test_docs.py) ---------------------------------------------
+def page_workdir(root: Path, reproduced: Path, studied: Path) -> Path:
+    """A scratch folder laid out like a clone, where `scripts/reproduce.py --preset tiny` and
+    `scripts/study.py --study quick` have run (the suite's own runs, copied: a page's command
+    resumes them, as it would a reader's)."""
+    root.mkdir(parents=True)
+    for name in LINKED_FOLDERS:
+        (root / name).symlink_to(ROOT / name)
+    (root / ".venv").symlink_to(sys.prefix)  # what `make install` made: the README activates it
+    shutil.copytree(reproduced, root / "runs" / "reproduce-tiny", symlinks=True)
+    shutil.copytree(studied, root / "runs" / "study-quick", symlinks=True)
+    return root
+
+
+def shell_path(page: Path) -> str:
+    """PATH for a page's commands: the README's run in a fresh shell, where only what its install
+    command made is there (`.venv`, activated by the page itself); docs/ pages assume it active."""
+    others = [
+        entry for entry in os.environ["PATH"].split(os.pathsep) if Path(entry) != Path(sys.executable).parent
+    ]
+    if page == ROOT / "README.md":
+        return os.pathsep.join(others)
+    return os.pathsep.join([str(Path(sys.executable).parent), *others])
+
+
+def run_page(page: Path, workdir: Path) -> subprocess.CompletedProcess:
+    """Every block of `page`, in page order, in a fresh process working in `workdir`."""
+    env = {
+        **{key: value for key, value in os.environ.items() if key != "VIRTUAL_ENV"},
+        "PATH": shell_path(page),
+        "HF_HOME": str(workdir / "hf_home"),
+        "HF_DATASETS_CACHE": str(workdir / "datasets_cache"),
+        "MPLBACKEND": "Agg",
+    }
+    return subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "doc_blocks.py"), str(page)],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+
+
+def commands_on(page: Path) -> int:
+    """Shell command lines a page runs (each starts an interpreter): the costly part of a page."""
+    blocks = [
+        block for block in doc_blocks.read_blocks(page) if block.language == "bash" and not block.skip_reason
+    ]
+    return sum(bool(line.strip()) for block in blocks for line in block.source.splitlines())
+
+
+@pytest.fixture(scope="session")
+def page_runs(tmp_path_factory, reproduced_tiny, quick_studied):
+    """The doc test's page runs (tests/test_docs.py), one after another in a thread beside the
+    rest of the suite, each in its own scratch folder (`page_workdir`): a page is mostly
+    interpreters starting up, which use one core of two. The pages with the most commands go
+    first. page -> future of its finished process."""
+    work = tmp_path_factory.mktemp("docs")
+    pool = ThreadPoolExecutor(max_workers=1)
+    futures = {}
+    for page in sorted(doc_blocks.PAGES, key=commands_on, reverse=True):
+        workdir = page_workdir(
+            work / doc_blocks.page_id(page).replace("/", "_"), reproduced_tiny[0], quick_studied[0]
+        )
+        futures[page] = pool.submit(run_page, page, workdir)
+    yield futures
+    pool.shutdown(cancel_futures=True)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _pages_start_with_the_suite(request):
+    """When the doc test is selected, its pages start at the first test, not at the last."""
+    if any(item.nodeid.startswith("tests/test_docs.py::test_every_block") for item in request.session.items):
+        request.getfixturevalue("page_runs")

@@ -19,6 +19,8 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]  # the pages the doc test runs
 RUN = ("python", "bash")
 SHOWN = ("text", "yaml", "json", "bibtex")
 SKIP_TAGS = {"gpu": "needs a GPU", "network": "needs the network (an install or the Hub)"}
@@ -41,6 +43,10 @@ class Block:
     def skip_reason(self) -> str | None:
         reasons = [SKIP_TAGS[tag] for tag in self.tags if tag in SKIP_TAGS]
         return "; ".join(reasons) or None
+
+
+def page_id(path: Path) -> str:
+    return str(path.relative_to(ROOT))
 
 
 def read_blocks(path: str | Path) -> list[Block]:

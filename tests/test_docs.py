@@ -1,14 +1,11 @@
 """The README and docs/ as a reader meets them: every Python block and command runs (at tiny
-size, in a scratch folder that holds a `tiny` reproduction), every relative link resolves,
-and the README's headline numbers are the committed results'."""
+size, in a scratch folder per page that holds a `tiny` reproduction, while the rest of the
+suite runs: `page_runs` in conftest.py), every relative link resolves, and the README's
+headline numbers are the committed results'."""
 
 import importlib.util
 import json
-import os
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,62 +14,18 @@ ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("doc_blocks", ROOT / "tests" / "doc_blocks.py")
 doc_blocks = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(doc_blocks)
-at_tiny_size, block_problems, read_blocks = (
+at_tiny_size, block_problems, read_blocks, PAGES, page_id = (
     doc_blocks.at_tiny_size,
     doc_blocks.block_problems,
     doc_blocks.read_blocks,
+    doc_blocks.PAGES,
+    doc_blocks.page_id,
 )
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-LINKED_FOLDERS = ("scripts", "configs", "benchmarks", "tests", "results", "model_cards")
-
-
-def page_id(path: Path) -> str:
-    return str(path.relative_to(ROOT))
-
-
-@pytest.fixture(scope="session")
-def docs_workdir(tmp_path_factory, reproduced_tiny, quick_studied):
-    """A scratch folder laid out like a clone, where `scripts/reproduce.py --preset tiny` and
-    `scripts/study.py --study quick` have run (the suite's own runs, copied: a page's command
-    resumes them, as it would a reader's)."""
-    work = tmp_path_factory.mktemp("docs")
-    for name in LINKED_FOLDERS:
-        (work / name).symlink_to(ROOT / name)
-    (work / ".venv").symlink_to(sys.prefix)  # what `make install` made: the README activates it
-    shutil.copytree(reproduced_tiny[0], work / "runs" / "reproduce-tiny", symlinks=True)
-    shutil.copytree(quick_studied[0], work / "runs" / "study-quick", symlinks=True)
-    return work
-
-
-def shell_path(page: Path) -> str:
-    """PATH for a page's commands: the README's run in a fresh shell, where only what its install
-    command made is there (`.venv`, activated by the page itself); docs/ pages assume it active."""
-    others = [
-        entry for entry in os.environ["PATH"].split(os.pathsep) if Path(entry) != Path(sys.executable).parent
-    ]
-    if page == ROOT / "README.md":
-        return os.pathsep.join(others)
-    return os.pathsep.join([str(Path(sys.executable).parent), *others])
 
 
 @pytest.mark.parametrize("page", PAGES, ids=page_id)
-def test_every_block_of_the_page_runs(page, docs_workdir):
-    env = {
-        **{key: value for key, value in os.environ.items() if key != "VIRTUAL_ENV"},
-        "PATH": shell_path(page),
-        "HF_HOME": str(docs_workdir / "hf_home"),
-        "HF_DATASETS_CACHE": str(docs_workdir / "datasets_cache"),
-        "MPLBACKEND": "Agg",
-    }
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "doc_blocks.py"), str(page)],
-        cwd=docs_workdir,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
+def test_every_block_of_the_page_runs(page, page_runs):  # started with the suite
+    done = page_runs[page].result()
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-6000:]
 
 

@@ -451,43 +451,45 @@ import modeling_hmmroformer  # registers the Auto classes
 from transformers import AutoModelForCausalLM
 from transformers.distributed import DistributedConfig
 
-folder, size_name = sys.argv[1], sys.argv[2]  # and where to write this rank's result
-reference = torch.load(os.path.join(folder, "reference.pt"))
-config = DistributedConfig(**{size_name: int(os.environ["WORLD_SIZE"])})
-model = AutoModelForCausalLM.from_pretrained(folder, distributed_config=config).eval()
-with torch.no_grad():
-    logits = model(reference["input_ids"]).logits
-layers = [i for i, layer in enumerate(model.model.layers) if hasattr(layer, "self_attn")]
-first = model.model.layers[layers[0]]
-rows = [getattr(m.weight, "to_local", lambda: m.weight)().shape[0] for m in (first.self_attn.qkv_proj, first.mlp.up_proj)]
-difference = (logits - reference["logits"]).abs().max().item()
-result = {"rank": int(os.environ["RANK"]), "layers": layers, "rows": rows, "difference": difference}
-with open(os.path.join(sys.argv[3], f"rank{os.environ['RANK']}.json"), "w") as file:
-    json.dump(result, file)
-"""
-
-
-@pytest.mark.parametrize(
-    ("size_name", "norm_placement"),
-    [("tp_size", "post"), ("pp_size", "post"), ("pp_size", "pre")],
-)
-def test_tensor_and_pipeline_parallel_logits_equal_one_process(size_name, norm_placement, tmp_path):
-    """Two CPU processes (gloo) load a checkpoint with transformers' plans and give its logits."""
-    model = make_model(norm_placement=norm_placement)
-    with torch.no_grad():  # LayerNorms away from their (1, 0) start, so that applying one twice shows
-        for name, parameter in model.named_parameters():
-            if "norm" in name:
-                parameter.add_(0.5 * torch.randn_like(parameter))
-    input_ids = torch.randint(0, VOCAB, (3, 24), generator=torch.Generator().manual_seed(1))
-    model.save_pretrained(tmp_path / "model")
+for folder, size_name in zip(sys.argv[1::2], sys.argv[2::2]):  # each case's checkpoint, and its plan
+    reference = torch.load(os.path.join(folder, "reference.pt"))
+    config = DistributedConfig(**{size_name: int(os.environ["WORLD_SIZE"])})
+    model = AutoModelForCausalLM.from_pretrained(folder, distributed_config=config).eval()
     with torch.no_grad():
-        torch.save(
-            {"input_ids": input_ids, "logits": model(input_ids).logits}, tmp_path / "model" / "reference.pt"
-        )
+        logits = model(reference["input_ids"]).logits
+    layers = [i for i, layer in enumerate(model.model.layers) if hasattr(layer, "self_attn")]
+    first = model.model.layers[layers[0]]
+    parts = (first.self_attn.qkv_proj, first.mlp.up_proj)
+    rows = [getattr(m.weight, "to_local", lambda: m.weight)().shape[0] for m in parts]
+    difference = (logits - reference["logits"]).abs().max().item()
+    result = {"rank": int(os.environ["RANK"]), "layers": layers, "rows": rows, "difference": difference}
+    with open(os.path.join(folder, f"rank{os.environ['RANK']}.json"), "w") as file:
+        json.dump(result, file)
+"""
+PARALLEL_CASES = [("tp_size", "post"), ("pp_size", "post"), ("pp_size", "pre")]
+
+
+def test_tensor_and_pipeline_parallel_logits_equal_one_process(tmp_path):
+    """Two CPU processes (gloo) load checkpoints with transformers' plans and give their logits:
+    tensor parallel, and pipeline parallel with both norm placements, in one launch."""
+    arguments, models = [], {}
+    for size_name, norm_placement in PARALLEL_CASES:
+        model = make_model(norm_placement=norm_placement)
+        with torch.no_grad():  # LayerNorms away from their (1, 0) start, so that applying one twice shows
+            for name, parameter in model.named_parameters():
+                if "norm" in name:
+                    parameter.add_(0.5 * torch.randn_like(parameter))
+        input_ids = torch.randint(0, VOCAB, (3, 24), generator=torch.Generator().manual_seed(1))
+        folder = tmp_path / f"{size_name}-{norm_placement}"
+        model.save_pretrained(folder)
+        with torch.no_grad():
+            torch.save({"input_ids": input_ids, "logits": model(input_ids).logits}, folder / "reference.pt")
+        arguments += [str(folder), size_name]
+        models[folder] = (size_name, model.config)
     (tmp_path / "worker.py").write_text(DISTRIBUTED_WORKER)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
     done = subprocess.run(
-        [*command, str(tmp_path / "worker.py"), str(tmp_path / "model"), size_name, str(tmp_path)],
+        [*command, str(tmp_path / "worker.py"), *arguments],
         capture_output=True,
         text=True,
         timeout=300,
@@ -495,14 +497,15 @@ def test_tensor_and_pipeline_parallel_logits_equal_one_process(size_name, norm_p
         env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in (0, 1)]
-    qkv_rows, up_rows = 3 * model.config.hidden_size, model.config.intermediate_size
-    for rank in ranks:
-        if size_name == "tp_size":  # every rank runs every layer on half of each weight
-            assert rank["layers"] == [0, 1] and rank["rows"] == [qkv_rows // 2, up_rows // 2]
-        else:  # one layer per rank, whole weights
-            assert rank["layers"] == [rank["rank"]] and rank["rows"] == [qkv_rows, up_rows]
-        assert rank["difference"] < 1e-5, rank
+    for folder, (size_name, config) in models.items():
+        ranks = [json.loads((folder / f"rank{rank}.json").read_text()) for rank in (0, 1)]
+        qkv_rows, up_rows = 3 * config.hidden_size, config.intermediate_size
+        for rank in ranks:
+            if size_name == "tp_size":  # every rank runs every layer on half of each weight
+                assert rank["layers"] == [0, 1] and rank["rows"] == [qkv_rows // 2, up_rows // 2], folder.name
+            else:  # one layer per rank, whole weights
+                assert rank["layers"] == [rank["rank"]] and rank["rows"] == [qkv_rows, up_rows], folder.name
+            assert rank["difference"] < 1e-5, (folder.name, rank)
 
 
 def test_model_configs_fit_corpora_or_say_why_not():
