@@ -38,6 +38,7 @@ bench: install
 	$(PY) benchmarks/bench_trainer.py
 	$(PY) benchmarks/small_training.py
 	$(PY) benchmarks/probe_small.py
+	$(PY) benchmarks/in_context_predictors.py
 
 # Refresh the lock: the newest releases within pyproject.toml's bounds in a fresh environment,
 # kept only if the whole test suite passes with them.

@@ -92,7 +92,7 @@ def summarize_ladder(ladder: dict, model: str = "model") -> dict:
                 "label": rung["label"],
                 "is_model": rung["name"] == model,
                 "accuracy": f"{rung['accuracy']:.3f}",
-                "kl_bayes": "" if rung["kl_bayes"] is None else f"{rung['kl_bayes']:.3f}",
+                "kl_bayes": "" if rung["kl_bayes"] is None else f"{abs(rung['kl_bayes']):.3f}",  # -0.000
             }
             for rung in ladder["rungs"]
         ],

@@ -117,6 +117,10 @@ def test_the_checkpoint_carries_a_model_card_with_the_measured_results(reproduce
     )
     text = card.text
     assert f'from_pretrained("{model}", trust_remote_code=True)' in text
+    below = figure1["ladder"]["below_in_context"]["model"]  # the card and the report say where it stands
+    for shown in (text, (out / "REPORT.md").read_text()):
+        assert ("below the in-context baseline" in shown) == below
+        assert "The ladder of predictors" in shown and "**model**" in shown
     assert "arxiv.org/abs/2506.01919" in text and "@article" in text
     for figure in FIGURES:
         assert f"]({figure})" in text and (model / figure).is_file()

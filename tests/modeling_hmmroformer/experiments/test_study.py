@@ -34,6 +34,14 @@ def test_the_quick_study_reports_every_claim_at_every_depth(quick_studied):
             assert f"**{cell['holds_in']}/{cell['seeds']}**" in report
     for depth in results["depths"]:
         assert f"{depth['kl_bayes_model']['mean']:.3f}" in report
+        below = sum(
+            model["ladder"]["below_in_context"]["model"]
+            for model in results["models"]
+            if model["depth"] == depth["depth"]
+        )
+        assert depth["below_in_context"] == below  # the ladder: seeds below the in-context baseline
+        assert f"| {depth['depth']} | {depth['model_accuracy']['mean']:.3f}" in report
+        assert f"{below} of {len(config.seeds)} |" in report
     figures = (
         "distance_to_bayes",
         "shuffle_by_depth",
