@@ -4,6 +4,7 @@ import pytest
 
 from hmm_datasets import BayesOptimalPredictor, SampleLayout, get_preset, sample_hmm_params
 from hmm_datasets.ceiling import accuracy_table, format_accuracy_table
+from hmm_datasets.predictors import IN_CONTEXT
 from hmm_datasets.sampler import SamplingTables, generate_rows
 
 
@@ -40,3 +41,14 @@ def test_table_prints(table):
     assert "demos   bayes  oracle" in text and "by test position" in text and "true task" in text
     first = table["by_num_demos"][0]
     assert f"    0  {first['bayes_accuracy']:>6.3f}  {first['oracle_accuracy']:>6.3f}" in text
+
+
+def test_the_in_context_ladder_sits_below_bayes_with_all_demonstrations(table):
+    ladder = table["ladder"]
+    rungs = {rung["name"]: rung["accuracy"] for rung in ladder["rungs"]}
+    assert set(rungs) == {*IN_CONTEXT, "bayes", "oracle"}
+    assert rungs["bayes"] == pytest.approx(table["by_num_demos"][-1]["bayes_accuracy"])
+    assert rungs["bayes"] > max(rungs[name] for name in IN_CONTEXT)  # no HMM knowledge, lower
+    assert list(rungs.values()) == sorted(rungs.values())  # as measured
+    text = format_accuracy_table(table)
+    assert "the ladder, all 4 demonstrations" in text and "PPM-C blending, order 3" in text
