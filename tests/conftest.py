@@ -43,14 +43,8 @@ ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("doc_blocks", ROOT / "tests" / "doc_blocks.py")
 doc_blocks = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(doc_blocks)
-LINKED_FOLDERS = (
-    "scripts",
-    "configs",
-    "benchmarks",
-    "tests",
-    "results",
-    "model_cards",
-)  # a clone's, for pages
+# a clone's folders that a page's scratch folder links to
+LINKED_FOLDERS = ("scripts", "configs", "benchmarks", "tests", "results", "model_cards")
 
 
 @pytest.fixture
@@ -192,16 +186,24 @@ def commands_on(page: Path) -> int:
     return sum(bool(line.strip()) for block in blocks for line in block.source.splitlines())
 
 
+PAGE_TEST = "tests/test_docs.py::test_every_block_of_the_page_runs"
+
+
+def selected_pages(session) -> list[Path]:
+    """The pages whose doc test this session runs."""
+    return [item.callspec.params["page"] for item in session.items if item.nodeid.startswith(PAGE_TEST)]
+
+
 @pytest.fixture(scope="session")
-def page_runs(tmp_path_factory, reproduced_tiny, quick_studied):
-    """The doc test's page runs (tests/test_docs.py), one after another in a thread beside the
-    rest of the suite, each in its own scratch folder (`page_workdir`): a page is mostly
-    interpreters starting up, which use one core of two. The pages with the most commands go
-    first. page -> future of its finished process."""
+def page_runs(request, tmp_path_factory, reproduced_tiny, quick_studied):
+    """The selected pages of the doc test (tests/test_docs.py), one after another in a thread
+    beside the rest of the suite, each in its own scratch folder (`page_workdir`): a page is
+    mostly interpreters starting up, which use one core of two. The pages with the most
+    commands go first. page -> future of its finished process."""
     work = tmp_path_factory.mktemp("docs")
     pool = ThreadPoolExecutor(max_workers=1)
     futures = {}
-    for page in sorted(doc_blocks.PAGES, key=commands_on, reverse=True):
+    for page in sorted(selected_pages(request.session), key=commands_on, reverse=True):
         workdir = page_workdir(
             work / doc_blocks.page_id(page).replace("/", "_"), reproduced_tiny[0], quick_studied[0]
         )
@@ -213,5 +215,5 @@ def page_runs(tmp_path_factory, reproduced_tiny, quick_studied):
 @pytest.fixture(autouse=True, scope="session")
 def _pages_start_with_the_suite(request):
     """When the doc test is selected, its pages start at the first test, not at the last."""
-    if any(item.nodeid.startswith("tests/test_docs.py::test_every_block") for item in request.session.items):
+    if selected_pages(request.session):
         request.getfixturevalue("page_runs")
