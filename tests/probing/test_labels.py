@@ -5,6 +5,7 @@ import pytest
 
 from hmm_datasets.corpus import open_corpus
 from probing import position_labels, previous_token_labels
+from probing.labels import split_rows
 
 
 @pytest.mark.parametrize("distance", [1, 3, 7])
@@ -36,3 +37,15 @@ def test_labels_need_the_corpus_columns_and_align_with_the_rows():
     assert (labels["task"][:, corpus.layout.delimiter_mask()] == -1).all()
     with pytest.raises(ValueError, match="hidden_states"):
         position_labels({"input_ids": rows["input_ids"], "task_id": rows["task_id"]}, corpus.layout, [1])
+
+
+def test_probe_rows_split_into_disjoint_train_and_test_rows_of_every_task():
+    tasks = np.repeat(np.arange(5), 8)
+    train, test = split_rows(tasks, 0.75, seed=0)
+    assert np.intersect1d(train, test).size == 0  # held-out rows stay held out
+    assert np.array_equal(np.sort(np.concatenate([train, test])), np.arange(tasks.size))
+    assert all(
+        np.bincount(tasks[part], minlength=5).tolist() == [n] * 5 for part, n in ((train, 6), (test, 2))
+    )
+    with pytest.raises(ValueError, match="leaves its probe-train or probe-test set empty"):
+        split_rows(tasks, 1.0, seed=0)

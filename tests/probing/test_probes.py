@@ -102,3 +102,21 @@ def test_first_reach_is_the_first_layer_at_or_above_the_fraction_and_past_the_en
     values = np.array([[0.1, 0.6, 0.95, 0.9], [0.1, 0.2, 0.3, 0.4]])
     assert first_reach(values, [0, 1, 2, 3], 0.5).tolist() == [1, 4]
     assert first_reach(values, [0, 1, 2, 3], 0.9).tolist() == [2, 4]
+
+
+def test_a_probe_is_scored_on_rows_it_was_not_fitted_on():
+    """Features that let a linear probe memorise every position (random codes in more
+    dimensions than there are positions) and labels that nothing predicts: held out, the probe
+    is at chance; had the probe-train rows included the probe-test rows, it would be near 1."""
+    rng = np.random.default_rng(1)
+    features = torch.as_tensor(rng.normal(size=(1, ROWS, POSITIONS, 2048)), dtype=torch.float32)
+    labels = {
+        "target": rng.integers(0, CLASSES, size=(ROWS, POSITIONS)),
+        "token": np.zeros((ROWS, POSITIONS)),
+    }
+    common = {"settings": ProbeSettings(), "num_resamples": 50, "progress": False}
+    args = (features, [0], labels, ["target"], {"target": np.zeros(ROWS, dtype=np.int64)})
+    held_out, _ = layerwise_probes(*args, SPLIT, **common)
+    assert find(held_out, "target", "accuracy", 0)["value"] < 1 / CLASSES + 0.05
+    leaked, _ = layerwise_probes(*args, (np.arange(ROWS), SPLIT[1]), **common)
+    assert find(leaked, "target", "accuracy", 0)["value"] > 0.9  # what the test would catch

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from hmm_datasets.corpus import open_corpus
+from probing import run as run_module
 from probing.layerwise import BEFORE_NORM_METRIC, curve, find
 from probing.plots import write_probe_results
 from probing.run import ProbeConfig, format_summary, run_probing, summarize_probe_results
@@ -21,9 +22,11 @@ FAST = {
 }
 
 
-def test_a_probing_run_reports_every_layer_target_and_pattern(tiny_model, tmp_path):
+def test_a_probing_run_reports_every_layer_target_and_pattern(tiny_model, tmp_path, monkeypatch):
     model = tiny_model()
     untrained = tiny_model(position_embedding="none")
+    splits, fit = [], run_module.layerwise_probes  # every probe is fitted and scored on disjoint rows
+    monkeypatch.setattr(run_module, "layerwise_probes", lambda *a, **k: splits.append(a[5]) or fit(*a, **k))
     settings = {
         key: value for key, value in FAST.items() if key != "shuffle_rows"
     }  # default: fits the corpus
@@ -35,6 +38,7 @@ def test_a_probing_run_reports_every_layer_target_and_pattern(tiny_model, tmp_pa
         progress=False,
     )
     results = result.results
+    assert len(splits) >= 2 and all(np.intersect1d(train, test).size == 0 for train, test in splits)
     assert results["num_shuffle_rows"] == 64  # the tiny corpus's test split, fewer than 256
     assert curve(results["records"], "task", "untrained_accuracy")["layer"].tolist() == [0, 1, 2]
     targets = ["hidden_state", "task", "previous_token_1", "previous_token_2"]
