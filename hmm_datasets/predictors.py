@@ -156,9 +156,23 @@ def context_counts(ids: torch.Tensor, vocab_size: int, length: int) -> torch.Ten
     return sorted_counts.gather(1, unsort[..., None].expand(-1, -1, vocab_size))
 
 
-def _check_order(order: int) -> None:
+def _over_context_lengths(input_ids, vocab_size: int, order: int, blend: Callable) -> torch.Tensor:
+    """Start from the unigram baseline U and, for each context length 1..order - 1, replace the
+    prediction where the context has been followed by an observation before with
+    `blend(counts [B, L, V], total [B, L, 1], shorter prediction, U)`; rows `ROW_CHUNK` at a time."""
     if not 1 <= order <= MAX_ORDER:
         raise ValueError(f"order={order}: an in-context n-gram has an order from 1 to {MAX_ORDER}.")
+    ids = _as_ids(input_ids)
+    out = []
+    for rows in ids.split(ROW_CHUNK):
+        unigram = unigram_next_token_probs(rows, vocab_size)[..., :vocab_size]
+        probs = unigram
+        for length in range(1, order):
+            counts = context_counts(rows, vocab_size, length).double()
+            total = counts.sum(-1, keepdim=True)
+            probs = torch.where(total > 0, blend(counts, total, probs, unigram), probs)
+        out.append(probs)
+    return _with_delimiters(torch.cat(out), ids, vocab_size)
 
 
 def ngram_next_token_probs(input_ids, vocab_size: int, order: int) -> torch.Tensor:
@@ -167,18 +181,11 @@ def ngram_next_token_probs(input_ids, vocab_size: int, order: int) -> torch.Tens
     followed by an observation before; P(v) = (N(context, v) + U(v)) / (N(context) + 1), with U
     the unigram baseline (what is left where no context of length 1 or more has been seen:
     order 1 is the unigram, order 2 the bigram)."""
-    _check_order(order)
-    ids = _as_ids(input_ids)
-    out = []
-    for rows in ids.split(ROW_CHUNK):
-        unigram = unigram_next_token_probs(rows, vocab_size)[..., :vocab_size]
-        probs = unigram.clone()
-        for length in range(1, order):  # longer contexts overwrite where they have been seen
-            counts = context_counts(rows, vocab_size, length).double()
-            total = counts.sum(-1, keepdim=True)
-            probs = torch.where(total > 0, (counts + unigram) / (total + 1), probs)
-        out.append(probs)
-    return _with_delimiters(torch.cat(out), ids, vocab_size)
+
+    def longest(counts, total, shorter, unigram):  # a longer seen context replaces the shorter
+        return (counts + unigram) / (total + 1)
+
+    return _over_context_lengths(input_ids, vocab_size, order, longest)
 
 
 def ppm_next_token_probs(input_ids, vocab_size: int, order: int = MAX_ORDER) -> torch.Tensor:
@@ -187,16 +194,9 @@ def ppm_next_token_probs(input_ids, vocab_size: int, order: int = MAX_ORDER) -> 
     context, P_m(v) = (N_m(v) + u_m P_(m-1)(v)) / (N_m + u_m), where u_m is the number of
     distinct tokens seen after the context (the escape count); an unseen context escapes
     entirely to the shorter one."""
-    _check_order(order)
-    ids = _as_ids(input_ids)
-    out = []
-    for rows in ids.split(ROW_CHUNK):
-        probs = unigram_next_token_probs(rows, vocab_size)[..., :vocab_size]
-        for length in range(1, order):
-            counts = context_counts(rows, vocab_size, length).double()
-            total = counts.sum(-1, keepdim=True)
-            escape = (counts > 0).sum(-1, keepdim=True).double()
-            blended = (counts + escape * probs) / (total + escape).clamp_min(1.0)
-            probs = torch.where(total > 0, blended, probs)
-        out.append(probs)
-    return _with_delimiters(torch.cat(out), ids, vocab_size)
+
+    def blended(counts, total, shorter, unigram):
+        escape = (counts > 0).sum(-1, keepdim=True).double()
+        return (counts + escape * shorter) / (total + escape)
+
+    return _over_context_lengths(input_ids, vocab_size, order, blended)
