@@ -38,17 +38,29 @@ def accuracy_table(
     tokens 1..8.
     """
     everyone = reference_predictors(predictor.params, predictor)
-    predictors = {name: everyone[name] for name in ("bayes", "oracle")}
-    scores = scores_by_demo_count(
-        predictors,
-        input_ids,
-        task_ids,
-        layout,
-        demo_counts=demo_counts,
-        batch_size=batch_size,
-        progress=progress,
-        desc="Bayes-optimal table",
-    )
+    counts = demo_counts_for(layout.num_demos) if demo_counts is None else list(demo_counts)
+
+    def score(names: tuple[str, ...], cuts: list[int], desc: str) -> dict:
+        chosen = {name: everyone[name] for name in names}
+        return scores_by_demo_count(
+            chosen,
+            input_ids,
+            task_ids,
+            layout,
+            demo_counts=cuts,
+            batch_size=batch_size,
+            progress=progress,
+            desc=desc,
+        )
+
+    # Bayes and the oracle at every cut; with all demonstrations, the in-context ladder beside them
+    fewer = score(("bayes", "oracle"), [m for m in counts if m != layout.num_demos], "Bayes-optimal table")
+    with_all = {}
+    if layout.num_demos in counts:
+        with_all = score(
+            (*IN_CONTEXT, "bayes", "oracle"), [layout.num_demos], "Bayes-optimal table and ladder"
+        )
+    scores = {m: fewer.get(m) or with_all[m] for m in counts}
     early = slice(1, 1 + EARLY_TOKENS)
     by_demos = [
         {
@@ -74,25 +86,11 @@ def accuracy_table(
     ids = torch.as_tensor(np.asarray(input_ids), dtype=torch.long)
     ladder = None
     if full is not None:  # the in-context ladder below Bayes, with all demonstrations
-        baselines = {name: everyone[name] for name in (*IN_CONTEXT, "bayes")}
-        (ladder_scores,) = scores_by_demo_count(
-            baselines,
-            input_ids,
-            task_ids,
-            layout,
-            demo_counts=[layout.num_demos],
-            batch_size=batch_size,
-            progress=progress,
-            desc="in-context ladder",
-        ).values()
         ladder = predictor_ladder(
-            {
-                **{name: mean_over_tokens(ladder_scores[name]["correct"]) for name in baselines},
-                "oracle": mean_over_tokens(full["oracle"]["correct"]),
-            },
+            {name: mean_over_tokens(full[name]["correct"]) for name in (*IN_CONTEXT, "bayes", "oracle")},
             {name: p.label for name, p in everyone.items()},
             list(IN_CONTEXT),
-            {name: mean_over_tokens(ladder_scores[name]["kl"]) for name in IN_CONTEXT},
+            {name: mean_over_tokens(full[name]["kl"]) for name in IN_CONTEXT},
         )
     return {
         "num_rows": int(ids.shape[0]),
