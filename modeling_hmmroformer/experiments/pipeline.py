@@ -49,11 +49,10 @@ from probing.run import run_probing
 
 from . import layout
 from .aggregate import summarize_study
-from .commands import SCRIPTS
 from .evaluation import figure1, load_evaluation_data, write_figure1
 from .memory import write_lemma1, write_model_memory
 from .plots import plot_study
-from .settings import CONFIGS_DIR, RunConfig, Settings, fingerprint, load_run_config
+from .settings import CONFIGS_DIR, SCRIPTS_DIR, RunConfig, Settings, fingerprint, load_run_config
 from .summary import summarize_model_folder
 from .training import checkpoints, is_complete_checkpoint, train
 
@@ -273,7 +272,7 @@ def train_model(p: Pipeline, m: ModelRun) -> None:
         train(m.run, resume=resume)
         return
     command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes"]
-    command += [str(p.num_processes), str(SCRIPTS / "train.py"), "--config", str(config_copy)]
+    command += [str(p.num_processes), str(SCRIPTS_DIR / "train.py"), "--config", str(config_copy)]
     command += ["--resume"] if resume else []
     done = subprocess.run(command, check=False)
     if done.returncode != 0 or not (folder / layout.TRAIN_RESULTS_JSON).is_file():

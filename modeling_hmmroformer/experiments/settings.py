@@ -43,6 +43,7 @@ from .fields import DEFAULTS, SECTIONS, run_config_problems
 from .layout import RUN_CONFIG_YAML
 
 CONFIGS_DIR = Path(__file__).resolve().parents[2] / "configs"
+SCRIPTS_DIR = CONFIGS_DIR.parent / "scripts"  # the train script that `accelerate launch` runs
 
 
 # ---- YAML 1.2 and the override syntax ---------------------------------------------------------

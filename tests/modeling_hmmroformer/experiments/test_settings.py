@@ -1,6 +1,7 @@
 """Settings as typed objects: the one override syntax of every script, YAML 1.2 values, run
 configs changed by nested dicts, the table of named pipelines, the fingerprint."""
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -166,7 +167,7 @@ def test_help_lists_the_fields_and_the_presets_without_heavy_imports():
 def test_the_console_scripts_run_their_scripts_from_any_folder(tmp_path, monkeypatch, capsys):
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
-    from modeling_hmmroformer.experiments import commands
+    import hmm_roformer_cli as commands
 
     entries = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     scripts = sorted(path.stem for path in (ROOT / "scripts").glob("*.py"))
@@ -174,6 +175,20 @@ def test_the_console_scripts_run_their_scripts_from_any_folder(tmp_path, monkeyp
     for entry in entries.values():
         module, function = entry.split(":")
         assert module == commands.__name__ and callable(getattr(commands, function))
+    # The entry-point module loads no package of ours (their imports pull in torch): --help stays fast.
+    tree = ast.parse(Path(commands.__file__).read_text())
+    imported = {
+        alias.name.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
+    imported |= {
+        node.module.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module
+    }
+    assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "argv", ["hmm-reproduce", "--help"])
     with pytest.raises(SystemExit) as exit_help:

@@ -3,6 +3,11 @@ file of the clone's `scripts/` as `__main__`, so the commands work from any fold
 package is installed from the clone (`make install`, or `pip install -e .`).
 
     hmm-reproduce --preset tiny        # = python <clone>/scripts/reproduce.py --preset tiny
+
+This module stands beside the packages, not in one, and imports only the standard library:
+importing anything inside `modeling_hmmroformer` first runs its `__init__`, which registers the
+model with the Auto classes and so imports torch and transformers (about 5 s), and `--help`
+should answer before those load.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import runpy
 import sys
 from pathlib import Path
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
 
 
 def run_script(name: str) -> None:
