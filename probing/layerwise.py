@@ -28,11 +28,12 @@ import torch
 from tqdm.auto import tqdm
 
 from .probes import (
+    Probes,
     ProbeSettings,
     bootstrap_accuracies,
+    fit_probes,
     interval,
     majority_hits,
-    probe_hits,
     token_majority_hits,
 )
 
@@ -48,19 +49,112 @@ class Draws(dict):
 
 
 # ---- probing ------------------------------------------------------------------------------
-def target_hits(
+def probe_problems(
+    labels: dict[str, np.ndarray], targets: list[str], row_groups: dict[str, np.ndarray], split
+) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """One probe per (target, row group): `(target, its train rows, its test rows)`. Rows of
+    each group (all rows, or one task each for the within-task hidden state) get their own probe."""
+    train_rows, test_rows = split
+    out = []
+    for target in targets:
+        for group in np.unique(row_groups[target]):
+            out.append(
+                (
+                    target,
+                    train_rows[row_groups[target][train_rows] == group],
+                    test_rows[row_groups[target][test_rows] == group],
+                )
+            )
+    return out
+
+
+def layer_accuracy_hits(
     features: torch.Tensor,
+    labels: dict[str, np.ndarray],
+    targets: list[str],
+    row_groups: dict[str, np.ndarray],
+    split: tuple[np.ndarray, np.ndarray],
+    settings: ProbeSettings,
+) -> dict[str, np.ndarray]:
+    """`target -> [R_test, P]` int8 of one layer `features [R, P, D]`: 1 where the target's
+    probe answers a probe-test position right, 0 where wrong, -1 where not scored.
+
+    Every probe of the layer is fitted in one batched solve (`fit_probes`): those on all
+    probe-train rows read the same features, those of a row group (the within-task hidden
+    state) their own, padded to one length. A test label never seen in training counts as
+    wrong; a probe with no labelled train or test position scores nothing.
+    """
+    test_rows = split[1]
+    out = {
+        target: np.full((test_rows.size, labels[target].shape[1]), -1, dtype=np.int8) for target in targets
+    }
+    problems = [
+        problem
+        for problem in probe_problems(labels, targets, row_groups, split)
+        if (labels[problem[0]][problem[1]] >= 0).any() and (labels[problem[0]][problem[2]] >= 0).any()
+    ]
+    shared = [problem for problem in problems if problem[1].size == split[0].size]
+    device = torch.device(settings.device)
+    flat = features.to(device).float()  # [R, P, D]
+    for batch, stacked_features in ((shared, False), ([p for p in problems if p not in shared], True)):
+        if not batch:
+            continue
+        answers = fit_and_answer(flat, labels, batch, stacked_features, settings, device)
+        for (target, _, test), answer in zip(batch, answers):
+            truth = labels[target][test]
+            out[target][np.searchsorted(test_rows, test)] = np.where(truth >= 0, answer == truth, -1)
+    return out
+
+
+def fit_and_answer(features, labels, problems, stacked: bool, settings, device) -> list[np.ndarray]:
+    """The label each problem's probe answers on its test rows (`[rows, P]` each), the probes
+    of `problems` fitted together: on shared features (every problem on all probe-train rows)
+    or on features gathered per problem (`stacked`) and padded with unlabelled positions."""
+    dim = features.shape[-1]
+    classes, train_labels = [], []
+    for target, train, _ in problems:
+        y = labels[target][train].reshape(-1)
+        found = np.unique(y[y >= 0])
+        classes.append(found)
+        train_labels.append(np.where(y >= 0, np.searchsorted(found, y), -1))
+    length = max(y.size for y in train_labels)
+    y_train = np.full((len(problems), length), -1, dtype=np.int64)
+    for b, y in enumerate(train_labels):
+        y_train[b, : y.size] = y
+    if stacked:
+        x_train = features.new_zeros(len(problems), length, dim)
+        for b, (_, train, _) in enumerate(problems):
+            x_train[b, : train.size * features.shape[1]] = features[torch.as_tensor(train)].reshape(-1, dim)
+    else:
+        x_train = features[torch.as_tensor(problems[0][1])].reshape(-1, dim)
+    probes = fit_probes(
+        x_train,
+        torch.as_tensor(y_train, device=device),
+        torch.as_tensor([c.size for c in classes], device=device),
+        settings,
+    )
+    answers = []
+    if stacked:
+        for b, (_, _, test) in enumerate(problems):
+            one = Probes(*(t[b : b + 1] for t in (probes.weights, probes.mean, probes.std, probes.allowed)))
+            index = one.predict(features[torch.as_tensor(test)].reshape(-1, dim))[0]
+            answers.append(classes[b][index.cpu().numpy()].reshape(test.size, -1))
+    else:
+        test = problems[0][2]
+        index = probes.predict(features[torch.as_tensor(test)].reshape(-1, dim)).cpu().numpy()
+        answers = [c[i].reshape(test.size, -1) for c, i in zip(classes, index)]
+    return answers
+
+
+def baseline_hits(
     labels: np.ndarray,
     tokens: np.ndarray,
     row_groups: np.ndarray,
     split: tuple[np.ndarray, np.ndarray],
-    settings: ProbeSettings,
-    scores: tuple[str, ...] = SCORES,
+    scores: tuple[str, ...] = ("token_baseline", "chance"),
 ) -> np.ndarray:
-    """`[S, R_test, P]` int8: per score (`SCORES`), 1 where a probe-test position is answered
-    right, 0 where wrong, -1 where not scored, for one layer `features [R, P, D]` and one
-    target `labels [R, P]` (-1: no label). Rows of each group (all rows, or one task each for
-    the within-task hidden state) get their own probe and baselines."""
+    """`[S, R_test, P]` int8 of the layer-free scores (the current token's majority label,
+    the overall majority), per row group, on the probe-test positions (1/0/-1 as above)."""
     train_rows, test_rows = split
     out = np.full((len(scores), test_rows.size, labels.shape[1]), -1, dtype=np.int8)
     for group in np.unique(row_groups):
@@ -70,29 +164,17 @@ def target_hits(
         y_train, y_test = labels[train][train_mask], labels[test][test_mask]
         if y_train.size == 0 or y_test.size == 0:
             continue
-        x_train, x_test = (
-            features[train][torch.as_tensor(train_mask)],
-            features[test][torch.as_tensor(test_mask)],
-        )
-        tokens_train, tokens_test = tokens[train][train_mask], tokens[test][test_mask]
         slots = np.searchsorted(test_rows, test)
         for index, score in enumerate(scores):
             block = np.full(test_mask.shape, -1, dtype=np.int8)
-            block[test_mask] = score_hits(
-                score, (x_train, y_train, tokens_train), (x_test, y_test, tokens_test), settings
-            )
+            if score == "token_baseline":
+                block[test_mask] = token_majority_hits(
+                    tokens[train][train_mask], y_train, tokens[test][test_mask], y_test
+                )
+            else:
+                block[test_mask] = majority_hits(y_train, y_test)
             out[index, slots] = block
     return out
-
-
-def score_hits(score: str, train: tuple, test: tuple, settings: ProbeSettings) -> np.ndarray:
-    """`[N_test]` bool of one score; `train`, `test` are (features, labels, tokens)."""
-    (x_train, y_train, tokens_train), (x_test, y_test, tokens_test) = train, test
-    if score == "accuracy":
-        return probe_hits(x_train, y_train, x_test, y_test, settings)
-    if score == "token_baseline":
-        return token_majority_hits(tokens_train, y_train, tokens_test, y_test)
-    return majority_hits(y_train, y_test)
 
 
 def group_counts(hits: np.ndarray, membership: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -181,25 +263,22 @@ def layerwise_probes(
     if membership is None:
         membership = np.ones((1, *labels[targets[0]].shape), dtype=bool)
     test_membership = membership[:, split[1]]
-    scores = SCORES if metric == "accuracy" else ("accuracy",)
+    with_baselines = metric == "accuracy"
+    hits = {target: [] for target in targets}
+    for index in tqdm(range(len(layers)), desc=f"probes ({metric})", disable=not progress):
+        found = layer_accuracy_hits(features[index], labels, targets, row_groups, split, settings)
+        for target in targets:
+            hits[target].append(found[target])
     records = []
-    work = [(target, index) for target in targets for index in range(len(layers))]
-    for target, index in tqdm(work, desc=f"probes ({metric})", disable=not progress):
-        with_baselines = index == 0 and metric == "accuracy"
-        hits = target_hits(
-            features[index],
-            labels[target],
-            labels["token"],
-            row_groups[target],
-            split,
-            settings,
-            scores if with_baselines else ("accuracy",),
-        )
-        correct, total = group_counts(hits, test_membership)
-        common = (groups, num_resamples, seed, draws)
-        records += counts_to_records(target, layers[index], (metric,), correct[:, :1], total[:, :1], *common)
-        if with_baselines:  # the baselines do not depend on the layer
-            records += counts_to_records(target, None, scores[1:], correct[:, 1:], total[:, 1:], *common)
+    common = (groups, num_resamples, seed, draws)
+    for target in targets:
+        for index, layer in enumerate(layers):
+            correct, total = group_counts(hits[target][index][None], test_membership)
+            records += counts_to_records(target, layer, (metric,), correct, total, *common)
+            if with_baselines and index == 0:  # the baselines do not depend on the layer
+                scores = baseline_hits(labels[target], labels["token"], row_groups[target], split)
+                correct, total = group_counts(scores, test_membership)
+                records += counts_to_records(target, None, SCORES[1:], correct, total, *common)
     return records, draws
 
 

@@ -14,6 +14,7 @@ layer information.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,11 +24,13 @@ from torch import nn
 
 @dataclass(frozen=True)
 class ProbeSettings:
-    """How a probe is fitted: L2 penalty on the weights, L-BFGS iterations, device."""
+    """How a probe is fitted: L2 penalty on the weights, L-BFGS iterations, device, and the
+    relative change of a probe's loss under which its batched fit counts as converged."""
 
     l2: float = 1e-3
     max_iter: int = 100
     device: str = "cpu"
+    tolerance: float = 1e-6
 
 
 def standardize(train: torch.Tensor, test: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -57,6 +60,193 @@ def fit_linear_probe(features: torch.Tensor, labels: torch.Tensor, num_classes: 
     with torch.enable_grad():
         optimizer.step(closure)
     return probe.requires_grad_(False)
+
+
+# ---- many probes in one batched fit ------------------------------------------------------
+@dataclass
+class Probes:
+    """B fitted probes: weights `[B, D + 1, C]` on standardised features (the last row is the
+    bias), the standardisation `mean, std [B, D]`, and which of the C classes each may answer
+    (`allowed [B, C]`: a probe of fewer classes than C has the rest masked out)."""
+
+    weights: torch.Tensor
+    mean: torch.Tensor
+    std: torch.Tensor
+    allowed: torch.Tensor
+
+    def logits(self, features: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+        """`[B, C, N]` logits (classes before positions: a softmax over a few classes runs
+        faster across than along memory) of `features` `[N, D]` shared by every probe (read by
+        one matrix product for all probes) or `[B, N, D]`.
+
+        The standardisation is folded into the weights: (x - mean) / std @ W + b
+        = x @ (W / std) + (b - mean / std @ W). Masked classes get -inf.
+        """
+        weights = self.weights if weights is None else weights
+        scaled = weights[:, :-1] / self.std[..., None]  # [B, D, C]
+        bias = weights[:, -1] - torch.einsum("bd,bdc->bc", self.mean, scaled)
+        bias = bias.masked_fill(~self.allowed, float("-inf"))[..., None]
+        if features.dim() == 2:
+            batch, dim, classes = scaled.shape
+            out = scaled.permute(0, 2, 1).reshape(batch * classes, dim) @ features.T
+            return out.view(batch, classes, -1) + bias
+        return torch.bmm(scaled.transpose(1, 2), features.transpose(1, 2)) + bias
+
+    def predict(self, features: torch.Tensor) -> torch.Tensor:
+        """`[B, N]` class index each probe answers."""
+        return self.logits(features).argmax(1)
+
+
+def masked_standardization(features: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and standard deviation `[B, D]` of features `[N, D]` or `[B, N, D]` over the
+    positions `valid [B, N]` of each probe (as `standardize` computes them on those alone)."""
+    weight = valid.to(features.dtype)
+    count = weight.sum(1, keepdim=True).clamp_min(1.0)
+    if features.dim() == 2:
+        total, squares = weight @ features, weight @ features.square()
+    else:
+        total = torch.einsum("bn,bnd->bd", weight, features)
+        squares = torch.einsum("bn,bnd->bd", weight, features.square())
+    mean = total / count
+    variance = (squares - count * mean.square()) / (count - 1).clamp_min(1.0)
+    return mean, variance.clamp_min(0).sqrt().clamp_min(1e-6)
+
+
+def fit_probes(
+    features: torch.Tensor, labels: torch.Tensor, num_classes: torch.Tensor, settings: ProbeSettings
+) -> Probes:
+    """B multinomial logistic probes fitted at once, each minimising what `fit_linear_probe`
+    minimises on its own positions: mean cross-entropy + l2/2 |W|^2 on standardised features.
+
+    `features` `[N, D]` (shared) or `[B, N, D]`; `labels [B, N]` class indices, -1 where a
+    position is not one of the probe's; `num_classes [B]`. The probes are independent: the
+    batched L-BFGS (`batched_lbfgs`) keeps a history and a step size per probe.
+    """
+    valid = labels >= 0
+    mean, std = masked_standardization(features, valid)
+    classes = int(num_classes.max())
+    allowed = torch.arange(classes, device=labels.device)[None] < num_classes[:, None]
+    probes = Probes(features.new_zeros(labels.shape[0], features.shape[-1] + 1, classes), mean, std, allowed)
+    weight = (valid.to(features.dtype) / valid.sum(1, keepdim=True).clamp_min(1))[:, None]  # [B, 1, N]
+    index = labels.clamp_min(0)[:, None]
+    l2 = settings.l2
+
+    def loss_and_grad(flat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        weights = flat.view_as(probes.weights)
+        log_probs = probes.logits(features, weights).log_softmax(1)  # [B, C, N]
+        loss = -(weight * log_probs.gather(1, index)).sum((1, 2)) + 0.5 * l2 * weights[:, :-1].square().sum(
+            (1, 2)
+        )
+        residual = log_probs.exp_().mul_(weight)  # dL/dlogits: weight * (softmax - one-hot)
+        residual.scatter_add_(1, index, -weight)
+        if features.dim() == 2:
+            batch, classes, positions = residual.shape
+            by_class = (residual.view(batch * classes, positions) @ features).view(batch, classes, -1)
+        else:
+            by_class = torch.bmm(residual, features)  # [B, C, D]
+        summed = residual.sum(2)  # [B, C]
+        grad = torch.empty_like(weights)
+        grad[:, :-1] = (by_class.transpose(1, 2) - probes.mean[..., None] * summed[:, None]) / probes.std[
+            ..., None
+        ]
+        grad[:, :-1] += l2 * weights[:, :-1]
+        grad[:, -1] = summed
+        return loss, grad.flatten(1)
+
+    # L-BFGS runs on whitened coordinates: W = P U with P = (covariance of the standardised
+    # features)^(-1/2), the same minimum, far better conditioned (a residual stream's features
+    # are strongly correlated).
+    precondition = whitening(features, valid, probes.mean, probes.std)  # [B, D, D]
+
+    def in_whitened(flat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        u = flat.view_as(probes.weights)
+        w = torch.cat([precondition @ u[:, :-1], u[:, -1:]], 1)
+        loss, grad = loss_and_grad(w.flatten(1))
+        grad = grad.view_as(u)
+        return loss, torch.cat([precondition.transpose(1, 2) @ grad[:, :-1], grad[:, -1:]], 1).flatten(1)
+
+    flat = batched_lbfgs(in_whitened, probes.weights.flatten(1), settings.max_iter, settings.tolerance)
+    u = flat.view_as(probes.weights)
+    probes.weights = torch.cat([precondition @ u[:, :-1], u[:, -1:]], 1)
+    return probes
+
+
+def whitening(features, valid, mean, std, ridge: float = 1e-3) -> torch.Tensor:
+    """`[B, D, D]`: the inverse square root of each probe's standardised feature covariance, a
+    change of coordinates for the fit (any invertible one keeps the minimum; this one makes
+    the problem well conditioned), over the positions `valid [B, N]` of each probe."""
+    weight = valid.to(features.dtype)
+    weight = weight / weight.sum(1, keepdim=True).clamp_min(1)
+    if features.dim() == 2:
+        second = torch.stack([(features.T * w) @ features for w in weight])
+    else:
+        second = torch.bmm(features.transpose(1, 2) * weight[:, None], features)
+    covariance = (second - mean[:, :, None] * mean[:, None]) / (std[:, :, None] * std[:, None])
+    eye = torch.eye(covariance.shape[-1], dtype=covariance.dtype, device=covariance.device)
+    values, vectors = torch.linalg.eigh(covariance + ridge * eye)
+    return vectors @ torch.diag_embed(values.clamp_min(ridge).rsqrt()) @ vectors.transpose(1, 2)
+
+
+def batched_lbfgs(
+    loss_and_grad, start: torch.Tensor, max_iter: int, tolerance: float, history: int = 20
+) -> torch.Tensor:
+    """Minimise B independent smooth functions at once: `loss_and_grad(x [B, P]) -> (loss [B],
+    grad [B, P])`. L-BFGS per row (its own history, two-loop recursion and backtracking
+    Armijo step, the first step scaled as torch's L-BFGS does); a row stops once its loss
+    changes by less than `tolerance` relative to it, or its gradient vanishes."""
+    x = start.clone()
+    loss, grad = loss_and_grad(x)
+    batch = x.shape[0]
+    steps, changes = x.new_zeros(history, *x.shape), x.new_zeros(history, *x.shape)
+    rho = x.new_zeros(history, batch)
+    scale = x.new_ones(batch)  # the initial inverse-Hessian scale s.y / y.y of the newest pair
+    active = grad.abs().amax(1) > 0
+    for iteration in range(max_iter):
+        if not active.any():
+            break
+        direction = -grad
+        alphas = []
+        for k in range(history - 1, -1, -1):  # newest first; unused slots have rho 0
+            alpha = rho[k] * (steps[k] * direction).sum(1)
+            direction -= alpha[:, None] * changes[k]
+            alphas.append(alpha)
+        direction *= scale[:, None]
+        for k, alpha in zip(range(history), reversed(alphas)):
+            beta = rho[k] * (changes[k] * direction).sum(1)
+            direction += (alpha - beta)[:, None] * steps[k]
+        slope = (grad * direction).sum(1)
+        uphill = slope >= 0  # a lost direction: fall back to steepest descent
+        direction[uphill], slope[uphill] = -grad[uphill], -(grad[uphill] ** 2).sum(1)
+        step_size = x.new_ones(batch)
+        if iteration == 0:
+            step_size = (1.0 / grad.abs().sum(1)).clamp(max=1.0)
+        step_size = torch.where(active, step_size, 0.0)
+        new_x = x + step_size[:, None] * direction
+        new_loss, new_grad = loss_and_grad(new_x)
+        for _ in range(30):  # backtrack the rows whose step did not decrease enough
+            short = active & ~(new_loss <= loss + 1e-4 * step_size * slope)
+            if not short.any():
+                break
+            step_size = torch.where(short, step_size / 2, step_size)
+            new_x = torch.where(short[:, None], x + step_size[:, None] * direction, new_x)
+            trial_loss, trial_grad = loss_and_grad(new_x)
+            new_loss = torch.where(short, trial_loss, new_loss)
+            new_grad = torch.where(short[:, None], trial_grad, new_grad)
+        step, change = new_x - x, new_grad - grad
+        curvature = (step * change).sum(1)
+        accept = active & (curvature > 1e-10)
+        steps, changes, rho = steps.roll(-1, 0), changes.roll(-1, 0), rho.roll(-1, 0)
+        steps[-1], changes[-1] = (
+            torch.where(accept[:, None], step, 0.0),
+            torch.where(accept[:, None], change, 0.0),
+        )
+        rho[-1] = torch.where(accept, 1.0 / curvature.clamp_min(1e-10), 0.0)
+        scale = torch.where(accept, curvature / (change * change).sum(1).clamp_min(1e-30), scale)
+        settled = (loss - new_loss).abs() <= tolerance * new_loss.abs().clamp_min(1.0)
+        x = torch.where(active[:, None], new_x, x)
+        loss, grad = torch.where(active, new_loss, loss), torch.where(active[:, None], new_grad, grad)
+        active = active & ~settled & (grad.abs().amax(1) > 0)
+    return x
 
 
 def probe_hits(
@@ -110,12 +300,25 @@ def per_row_counts(hits: np.ndarray, rows: np.ndarray, num_rows: int) -> tuple[n
     return correct, total
 
 
+@functools.lru_cache(maxsize=8)
+def resample_counts(num_rows: int, num_resamples: int, seed: int) -> np.ndarray:
+    """`[num_resamples, num_rows]` (read-only): how often each row is drawn in each bootstrap
+    resample of `num_rows` rows with replacement (`seed`'s draws). Every bootstrap of a run
+    uses the same resamples, so they are counted once; a sum over a resample is a product."""
+    rng = np.random.default_rng(seed)
+    index = rng.integers(0, num_rows, size=(num_resamples, num_rows))
+    flat = (np.arange(num_resamples)[:, None] * num_rows + index).ravel()
+    counts = np.bincount(flat, minlength=num_resamples * num_rows).reshape(num_resamples, num_rows)
+    counts = counts.astype(np.float64)
+    counts.flags.writeable = False
+    return counts
+
+
 def bootstrap_accuracies(correct: np.ndarray, total: np.ndarray, num_resamples: int, seed: int) -> np.ndarray:
     """`[num_resamples, M]`: accuracies of M scores `correct, total [R, M]` on row resamples
     (the same resampled rows for every score, so differences of scores are paired)."""
-    rng = np.random.default_rng(seed)
-    index = rng.integers(0, correct.shape[0], size=(num_resamples, correct.shape[0]))
-    return correct[index].sum(1) / np.maximum(total[index].sum(1), 1.0)
+    counts = resample_counts(correct.shape[0], num_resamples, seed)
+    return (counts @ correct) / np.maximum(counts @ total, 1.0)
 
 
 def interval(samples: np.ndarray, level: float = 0.95) -> tuple[float, float]:

@@ -48,7 +48,7 @@ from hmm_datasets import SampleLayout
 
 from .capture import check_hmm_roformer, model_device, pre_rotary_queries_and_keys
 from .layerwise import record
-from .probes import interval
+from .probes import interval, resample_counts
 
 # The parts of `shuffle_test`'s answer and the metric name of each in the records
 # (`relative_logit_change` is the name the total always had: older JSON readers keep working).
@@ -313,12 +313,7 @@ def bootstrap_means(values: np.ndarray, num_resamples: int, seed: int) -> np.nda
     """`[num_resamples, M]`: column means of `values [rows, M]` on row resamples (the same rows
     `probes.bootstrap_accuracies` draws with this seed; every column on the same resamples)."""
     values = np.asarray(values, dtype=np.float64)
-    num_rows = values.shape[0]
-    rng = np.random.default_rng(seed)
-    index = rng.integers(0, num_rows, size=(num_resamples, num_rows))
-    flat = (np.arange(num_resamples)[:, None] * num_rows + index).ravel()
-    counts = np.bincount(flat, minlength=num_resamples * num_rows).reshape(num_resamples, num_rows)
-    return counts @ values / num_rows
+    return resample_counts(values.shape[0], num_resamples, seed) @ values / values.shape[0]
 
 
 def shuffle_records(changes: dict[str, np.ndarray], num_resamples: int, seed: int) -> list[dict]:

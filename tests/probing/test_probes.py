@@ -120,3 +120,78 @@ def test_a_probe_is_scored_on_rows_it_was_not_fitted_on():
     assert find(held_out, "target", "accuracy", 0)["value"] < 1 / CLASSES + 0.05
     leaked, _ = layerwise_probes(*args, (np.arange(ROWS), SPLIT[1]), **common)
     assert find(leaked, "target", "accuracy", 0)["value"] > 0.9  # what the test would catch
+
+
+def overlapping_classes(seed: int, rows: int = 60, dim: int = 12):
+    """Features `[rows, POSITIONS, dim]` and two targets whose classes overlap in feature space
+    (no probe is perfect, so the fit has one well-defined optimum to agree on)."""
+    rng = np.random.default_rng(seed)
+    labels = {name: rng.integers(0, CLASSES, size=(rows, POSITIONS)) for name in ("a", "b")}
+    labels["b"][:, :3] = -1  # unlabelled positions (as the first tokens of a previous-token target)
+    means = rng.normal(size=(2, CLASSES, dim))
+    features = (
+        means[0][labels["a"]]
+        + means[1][np.maximum(labels["b"], 0)]
+        + 1.5 * rng.normal(size=(rows, POSITIONS, dim))
+    )
+    labels["token"] = np.zeros((rows, POSITIONS), dtype=np.int64)
+    return torch.as_tensor(features, dtype=torch.float32), labels
+
+
+def test_the_batched_probes_answer_as_one_reference_fit_per_probe():
+    """The fast path (every probe of a layer in one batched L-BFGS, `layer_accuracy_hits`)
+    against the reference (one torch L-BFGS fit per probe, `probe_hits`) on a fixed seed: the
+    same minimum, so the same answers up to the last steps of the optimisers."""
+    from probing.layerwise import layer_accuracy_hits
+    from probing.probes import probe_hits
+
+    features, labels = overlapping_classes(seed=3)
+    rows = features.shape[0]
+    split = (np.arange(0, rows, 2), np.arange(1, rows, 2))
+    groups = {"a": np.zeros(rows, dtype=np.int64), "b": np.arange(rows) % 3}  # "b": one probe per row group
+    fast = layer_accuracy_hits(features, labels, ["a", "b"], groups, split, ProbeSettings())
+    for target in ("a", "b"):
+        for group in np.unique(groups[target]):
+            train, test = (rows_[groups[target][rows_] == group] for rows_ in split)
+            y_train, y_test = labels[target][train], labels[target][test]
+            x_train, x_test = (
+                features[train][torch.as_tensor(y_train >= 0)],
+                features[test][torch.as_tensor(y_test >= 0)],
+            )
+            reference = probe_hits(
+                x_train, y_train[y_train >= 0], x_test, y_test[y_test >= 0], ProbeSettings(max_iter=500)
+            )
+            batched = fast[target][np.searchsorted(split[1], test)][y_test >= 0]
+            assert 0.3 < reference.mean() < 0.95  # neither chance nor separable
+            assert np.mean(batched == reference) >= 0.99, (target, group)
+            assert abs(batched.mean() - reference.mean()) <= 0.005, (target, group)
+        assert (fast[target][labels[target][split[1]] < 0] == -1).all()  # unlabelled: not scored
+
+
+def test_a_probe_fitted_in_a_batch_is_the_probe_fitted_alone():
+    from probing.probes import fit_probes
+
+    features, labels = overlapping_classes(seed=4)
+    x = features.reshape(-1, features.shape[-1])
+    y = torch.as_tensor(np.stack([labels["a"].reshape(-1), labels["b"].reshape(-1)]))
+    both = fit_probes(x, y, torch.tensor([CLASSES, CLASSES]), ProbeSettings())
+    alone = fit_probes(x, y[1:], torch.tensor([CLASSES]), ProbeSettings())
+    assert torch.equal(both.predict(x)[1], alone.predict(x)[0])
+    assert torch.allclose(both.weights[1], alone.weights[0], atol=1e-4)
+
+
+def test_batched_lbfgs_finds_each_rows_minimum():
+    from probing.probes import batched_lbfgs
+
+    rng = np.random.default_rng(0)
+    a = torch.as_tensor(rng.normal(size=(3, 6, 6)))
+    hessians = a @ a.transpose(1, 2) + torch.eye(6) * torch.tensor([0.1, 1.0, 10.0])[:, None, None]
+    targets = torch.as_tensor(rng.normal(size=(3, 6)))
+
+    def loss_and_grad(x):
+        delta = x - targets
+        grad = (hessians @ delta[..., None])[..., 0]
+        return 0.5 * (delta * grad).sum(1), grad
+
+    found = batched_lbfgs(loss_and_grad, torch.zeros(3, 6, dtype=torch.float64), 200, 1e-14)
+    assert torch.allclose(found, targets, atol=1e-6)
