@@ -108,17 +108,27 @@ def capture_hidden_states(
     dtype: str = "float16",
     batch_size: int = 64,
     progress: bool = True,
+    before_final_norm: bool = False,
 ) -> torch.Tensor:
-    """`[layers, B, P, D]` on the CPU: the hidden states at `positions [B, P]` of each row."""
+    """`[layers, B, P, D]` on the CPU: the hidden states at `positions [B, P]` of each row.
+
+    With `before_final_norm`, one more entry at the end: the last layer's output before the
+    final LayerNorm (`capture_last_layer_before_norm`), from the same forward pass.
+    """
     check_hmm_roformer(model)
     kept = resolve_layers(model, layers)
+    norm = final_norm(model) if before_final_norm else None
+    if before_final_norm and norm is None:
+        raise ValueError(_NO_FINAL_NORM)
     storage = _storage_dtype(dtype)
     device, chunks = model_device(model), []
     batches = _row_batches(input_ids, positions, batch_size)
     for chunk, chunk_positions in tqdm(batches, desc="capture: hidden states", disable=not progress):
-        out = model(input_ids=chunk.to(device), output_hidden_states=True)
+        with _inputs_of(norm) as seen:
+            out = model.base_model(input_ids=chunk.to(device), output_hidden_states=True)
         at = chunk_positions.to(device)
-        stacked = torch.stack([_at_positions(out.hidden_states[layer], at) for layer in kept])
+        states = [out.hidden_states[layer] for layer in kept] + seen[:1]
+        stacked = torch.stack([_at_positions(state, at) for state in states])
         chunks.append(_to_storage(stacked.float(), storage))
     return torch.cat(chunks, dim=1)
 
@@ -141,10 +151,19 @@ def final_norm(model):
     return getattr(model.base_model, "norm", None)
 
 
+_NO_FINAL_NORM = (
+    "this model has no final LayerNorm (norm_placement='post'): its last hidden state is "
+    "already the last layer's output."
+)
+
+
 @contextmanager
-def _inputs_of(module: torch.nn.Module) -> Iterator[list[torch.Tensor]]:
-    """The first input of each call of `module` while the block runs."""
+def _inputs_of(module: torch.nn.Module | None) -> Iterator[list[torch.Tensor]]:
+    """The first input of each call of `module` while the block runs (nothing for None)."""
     seen: list[torch.Tensor] = []
+    if module is None:
+        yield seen
+        return
     handle = module.register_forward_pre_hook(lambda _, args: seen.append(args[0]))
     try:
         yield seen
@@ -166,10 +185,7 @@ def capture_last_layer_before_norm(
     LayerNorm (the input of `final_norm`); `ValueError` for a model without one."""
     norm = final_norm(model)
     if norm is None:
-        raise ValueError(
-            "this model has no final LayerNorm (norm_placement='post'): its last hidden state is "
-            "already the last layer's output."
-        )
+        raise ValueError(_NO_FINAL_NORM)
     storage = _storage_dtype(dtype)
     device, chunks = model_device(model), []
     batches = _row_batches(input_ids, positions, batch_size)

@@ -24,7 +24,6 @@ from hmm_datasets.corpus import Corpus, check_model_fits_corpus
 from .capture import (
     attention_weights,
     capture_hidden_states,
-    capture_last_layer_before_norm,
     check_hmm_roformer,
     final_norm,
     model_device,
@@ -103,7 +102,12 @@ def run_probing(
         axis=2,
     )
 
-    def capture(of_model):
+    last = model.config.num_hidden_layers
+    with_before_norm = (
+        final_norm(model) is not None and last in layers
+    )  # the last layer as it leaves the residual stream
+
+    def capture(of_model, before_final_norm: bool = False):
         return capture_hidden_states(
             of_model,
             rows["input_ids"],
@@ -112,9 +116,11 @@ def run_probing(
             dtype=config.dtype,
             batch_size=config.batch_size,
             progress=progress,
+            before_final_norm=before_final_norm,
         )
 
-    features = capture(model)
+    features = capture(model, with_before_norm)
+    before_norm, features = features[len(layers) :], features[: len(layers)]
     timings["capture"] = time.perf_counter() - started
 
     started = time.perf_counter()
@@ -137,16 +143,7 @@ def run_probing(
     )
     for target in CEILINGS:
         records += headroom_records(draws, target, layers, POSITION_GROUPS)
-    last = model.config.num_hidden_layers
-    if final_norm(model) is not None and last in layers:  # the last layer as it leaves the residual stream
-        before_norm = capture_last_layer_before_norm(
-            model,
-            rows["input_ids"],
-            positions,
-            dtype=config.dtype,
-            batch_size=config.batch_size,
-            progress=progress,
-        )
+    if with_before_norm:
         records += layerwise_probes(
             before_norm, [last], at_positions, targets, groups, split, metric=BEFORE_NORM_METRIC, **common
         )[0]
