@@ -21,6 +21,7 @@ Shapes: B rows, L positions, V observation tokens.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -124,6 +125,33 @@ def decay_curve(truncate, full, input_ids, scored, memories: list[int]) -> dict:
     return curve
 
 
+_MEMORY_PROBS: dict[tuple[str, int], torch.Tensor] = {}  # (parameters and rows, memory) -> probabilities
+_MEMORY_PROBS_KEPT = 32
+
+
+def _digest(params: HMMParams, ids: torch.Tensor) -> str:
+    """A hash of the mixture's parameters and the rows: what a memory-L prediction depends on."""
+    digest = hashlib.sha1(np.ascontiguousarray(ids.cpu().numpy()).tobytes())
+    for array in (params.task_prior, params.initial, params.transitions, params.emissions):
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
+
+
+def memory_bayes_probs(params: HMMParams, input_ids, memory: int) -> torch.Tensor:
+    """`[B, L, V+1]` float64 on the CPU: the memory-L Bayes-optimal predictor on the rows
+    (`BayesOptimalPredictor.truncated_next_token_probs`), computed once per process for the
+    same parameters, rows and memory. Lemma 1 and the memory of every model of a study read the
+    same rows, and this is the costliest part of each."""
+    ids = torch.as_tensor(input_ids if torch.is_tensor(input_ids) else np.asarray(input_ids)).long().cpu()
+    key = (_digest(params, ids), int(memory))
+    if key not in _MEMORY_PROBS:
+        if len(_MEMORY_PROBS) >= _MEMORY_PROBS_KEPT:
+            _MEMORY_PROBS.clear()
+        predictor = BayesOptimalPredictor(params, device="cpu", dtype=torch.float64)
+        _MEMORY_PROBS[key] = predictor.truncated_next_token_probs(ids, memory)
+    return _MEMORY_PROBS[key]
+
+
 def lemma1(params: HMMParams, input_ids, task_ids, memories: Sequence[int]) -> dict:
     """Lemma 1 on rows `input_ids [B, L]` of tasks `task_ids [B]` (JSON-ready; module docstring).
 
@@ -143,9 +171,7 @@ def lemma1(params: HMMParams, input_ids, task_ids, memories: Sequence[int]) -> d
         "num_rows": int(ids.shape[0]),
         "num_positions": int(scored.sum()),
         "share_reaching_row_start": [share_reaching_row_start(scored, m) for m in memories],
-        "mixture": decay_curve(
-            lambda m: predictor.truncated_next_token_probs(ids, m), full, ids, scored, memories
-        ),
+        "mixture": decay_curve(lambda m: memory_bayes_probs(params, ids, m), full, ids, scored, memories),
         "oracle": decay_curve(
             lambda m: predictor.truncated_oracle_next_token_probs(ids, task_ids, m),
             oracle,

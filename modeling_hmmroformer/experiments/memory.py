@@ -34,6 +34,7 @@ from hmm_datasets.memory import (
     check_memories,
     lemma1,
     masked_mean,
+    memory_bayes_probs,
     scored_positions,
     share_reaching_row_start,
     total_variation,
@@ -138,9 +139,7 @@ def model_memory(
     with tqdm(total=steps, desc="model memory: windows", disable=not progress) as bar:
         for memory in memories:
             cut = cut_model_probs(model, ids, model_full, scored, memory, batch_size, bar)
-            values = memory_scores(
-                model_full, cut, bayes.truncated_next_token_probs(ids, memory), ids, scored
-            )
+            values = memory_scores(model_full, cut, memory_bayes_probs(params, ids, memory), ids, scored)
             values["share_reaching_row_start"] = share_reaching_row_start(scored, memory)
             for key, value in values.items():
                 curves.setdefault(key, []).append(value)
