@@ -1,0 +1,186 @@
+"""The analysis of one model, now and at the baseline commit, on the same checkpoint and rows.
+
+What the study's analysis stages run for one model: Figure 1 against Bayes (512 test rows),
+the probes with the untrained twin and the shuffle test, the model cut to memories 1..32 (128
+rows); and, once per corpus, Lemma 1. Both sides run the same calls in a fresh process each,
+one after the other: the current tree, and the tree of `--baseline` (7002bf7, before the
+analysis-speed work) extracted with `git archive` (it imports `evaluate`, which the current
+code no longer needs: `pip install "evaluate<1"` first). Each side writes every file the
+stages write, in its own scratch folder.
+
+    python benchmarks/analysis_speed.py                    # 16 x 64 and 4 x 128 on `small`
+    python benchmarks/analysis_speed.py --small-model runs/reproduce-small/model
+
+Models: `--deep-model` / `--small-model` name checkpoints; without them the benchmark
+saves the study's 16 x 64 and the `small` preset's 4 x 128 architectures freshly initialised
+(seed 0): the analysis does the same work on any weights, except the probe fits, which stop
+when they converge. Writes results/analysis_speed.json with, at its top level,
+`sixteen_layers_s`, `sixteen_layers_ratio`, `small_s` and `lemma1_small_s` (seconds of the
+current code, and the baseline's seconds over ours).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BASELINE = "7002bf7"
+CORPUS = "small"
+EVAL_ROWS, MEMORY_ROWS, MEMORIES = 512, 128, (1, 2, 4, 8, 16, 32)  # the study's settings
+ARCHITECTURES = {
+    "deep": {"hidden_size": 64, "num_hidden_layers": 16},
+    "small": {"hidden_size": 128, "num_hidden_layers": 4},
+}
+
+
+# ---- one side, in its own process (imports whichever tree PYTHONPATH names) ---------------
+def analyse(model_path: str, out: Path, with_lemma1: bool) -> dict:
+    """Seconds of each analysis stage of one model, its outputs written under `out`."""
+    import torch
+
+    import modeling_hmmroformer  # noqa: F401  (registers the model)
+
+    try:  # the current layout
+        from modeling_hmmroformer.experiments.evaluation import figure1, load_evaluation_data, write_figure1
+        from modeling_hmmroformer.experiments.memory import write_lemma1, write_model_memory
+    except ImportError:  # the baseline's
+        from modeling_hmmroformer.evaluation import figure1, load_evaluation_data, write_figure1
+        from modeling_hmmroformer.memory import write_lemma1, write_model_memory
+    from hmm_datasets.corpus import open_corpus
+    from probing.capture import load_hmm_roformer
+    from probing.plots import write_probe_results
+    from probing.run import ProbeConfig, run_probing
+
+    for name in ("figure1", "probes", "lemma1", "memory"):
+        (out / name).mkdir()
+    seconds = {}
+    model = load_hmm_roformer(model_path)
+    torch.manual_seed(0)
+    twin = type(model)(model.config).eval()
+
+    start = time.perf_counter()
+    write_figure1(figure1(model, load_evaluation_data(CORPUS, EVAL_ROWS), progress=False), out / "figure1")
+    seconds["evaluate"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    result = run_probing(model, open_corpus(CORPUS), ProbeConfig(), untrained_model=twin, progress=False)
+    write_probe_results(result, out / "probes")
+    seconds["probe"] = time.perf_counter() - start
+
+    data = load_evaluation_data(CORPUS, MEMORY_ROWS)
+    if with_lemma1:
+        start = time.perf_counter()
+        write_lemma1(data, MEMORIES, out / "lemma1")
+        seconds["lemma1"] = time.perf_counter() - start
+    start = time.perf_counter()
+    write_model_memory(model, data, MEMORIES, out / "memory", False)
+    seconds["memory"] = time.perf_counter() - start
+    seconds["analysis"] = seconds["evaluate"] + seconds["probe"] + seconds["memory"]
+    return seconds
+
+
+def side_main(argv: list[str]) -> int:
+    model_path, out, with_lemma1 = argv[0], Path(argv[1]), argv[2] == "lemma1"
+    print(json.dumps(analyse(model_path, out, with_lemma1)))
+    return 0
+
+
+# ---- the harness -----------------------------------------------------------------------------
+def initialised_model(kind: str, folder: Path) -> str:
+    """The architecture of `kind` at its initialisation (seed 0), saved for both sides."""
+    import torch
+
+    from hmm_datasets import get_preset
+    from modeling_hmmroformer import HMMRoFormerConfig, HMMRoFormerForCausalLM
+
+    corpus = get_preset(CORPUS)
+    config = HMMRoFormerConfig(
+        vocab_size=corpus.vocab_size + 1,
+        num_attention_heads=4,
+        max_position_embeddings=512,
+        **ARCHITECTURES[kind],
+    )
+    torch.manual_seed(0)
+    HMMRoFormerForCausalLM(config).save_pretrained(folder / kind)
+    return str(folder / kind)
+
+
+def baseline_tree(folder: Path) -> Path:
+    """The baseline commit's files, extracted from this clone's history."""
+    tree = folder / "baseline"
+    tree.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", BASELINE], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    return tree
+
+
+def run_side(tree: Path, model_path: str, out: Path, with_lemma1: bool) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(tree), "TQDM_DISABLE": "1"}
+    command = [sys.executable, __file__, "--side", model_path, str(out), "lemma1" if with_lemma1 else "-"]
+    done = subprocess.run(command, env=env, cwd=out.parent, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"the analysis at {tree} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--deep-model", help="a 16-layer checkpoint (default: the study's architecture, initialised)"
+    )
+    parser.add_argument("--small-model", help="a `small` checkpoint (default: its architecture, initialised)")
+    parser.add_argument("--skip-baseline", action="store_true", help="time the current code only")
+    args = parser.parse_args(argv)
+
+    from common import write_result
+
+    result = {
+        "baseline_commit": BASELINE,
+        "corpus": CORPUS,
+        "eval_rows": EVAL_ROWS,
+        "memory_rows": MEMORY_ROWS,
+    }
+    with tempfile.TemporaryDirectory() as scratch:
+        scratch = Path(scratch)
+        given = {"deep": args.deep_model, "small": args.small_model}
+        models = {
+            kind: str(Path(path).resolve()) if path else initialised_model(kind, scratch)
+            for kind, path in given.items()
+        }
+        baseline = None if args.skip_baseline else baseline_tree(scratch)
+        for kind, model_path in models.items():
+            entry = {"model": model_path if given[kind] else "initialised (seed 0)"}
+            for name, tree in (("current", ROOT), ("baseline", baseline)):
+                if tree is None:
+                    continue
+                out = scratch / f"{kind}-{name}"
+                out.mkdir()
+                entry[name] = run_side(tree, model_path, out, with_lemma1=kind == "small")
+                print(
+                    f"{kind:>5} {name:>8}: " + ", ".join(f"{k} {v:.1f} s" for k, v in entry[name].items()),
+                    flush=True,
+                )
+            if "baseline" in entry:
+                entry["ratio"] = {k: entry["baseline"][k] / entry["current"][k] for k in entry["current"]}
+            result[kind] = entry
+    result["sixteen_layers_s"] = result["deep"]["current"]["analysis"]
+    result["sixteen_layers_ratio"] = result["deep"].get("ratio", {}).get("analysis")
+    result["small_s"] = result["small"]["current"]["analysis"]
+    result["lemma1_small_s"] = result["small"]["current"]["lemma1"]
+    print(f"wrote {write_result('analysis_speed', result)}")
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--side"]:
+        sys.exit(side_main(sys.argv[2:]))
+    sys.exit(main())
