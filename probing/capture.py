@@ -2,7 +2,7 @@
 
 Hidden-state index 0 is the embedding output (the input of layer 1) and index i the
 output of layer i, i = 1..num_hidden_layers (the last one after the final LayerNorm of a
-pre-norm model, as transformers returns it; `capture_last_layer_before_norm` reads it before).
+pre-norm model, as transformers returns it; `before_final_norm=True` also reads it before).
 Only the asked-for layers and positions are kept, on the CPU, in float16 unless asked otherwise.
 """
 
@@ -113,7 +113,8 @@ def capture_hidden_states(
     """`[layers, B, P, D]` on the CPU: the hidden states at `positions [B, P]` of each row.
 
     With `before_final_norm`, one more entry at the end: the last layer's output before the
-    final LayerNorm (`capture_last_layer_before_norm`), from the same forward pass.
+    final LayerNorm (what `final_norm` reads), from the same forward pass; `ValueError` for a
+    model without one.
     """
     check_hmm_roformer(model)
     kept = resolve_layers(model, layers)
@@ -169,31 +170,6 @@ def _inputs_of(module: torch.nn.Module | None) -> Iterator[list[torch.Tensor]]:
         yield seen
     finally:
         handle.remove()
-
-
-@torch.no_grad()
-def capture_last_layer_before_norm(
-    model,
-    input_ids: np.ndarray,
-    positions: np.ndarray,
-    *,
-    dtype: str = "float16",
-    batch_size: int = 64,
-    progress: bool = True,
-) -> torch.Tensor:
-    """`[1, B, P, D]` on the CPU: the last layer's output at `positions [B, P]` before the final
-    LayerNorm (the input of `final_norm`); `ValueError` for a model without one."""
-    norm = final_norm(model)
-    if norm is None:
-        raise ValueError(_NO_FINAL_NORM)
-    storage = _storage_dtype(dtype)
-    device, chunks = model_device(model), []
-    batches = _row_batches(input_ids, positions, batch_size)
-    for chunk, chunk_positions in tqdm(batches, desc="capture: before the final norm", disable=not progress):
-        with _inputs_of(norm) as seen:
-            model.base_model(input_ids=chunk.to(device))
-        chunks.append(_to_storage(_at_positions(seen[0], chunk_positions.to(device)).float()[None], storage))
-    return torch.cat(chunks, dim=1)
 
 
 @torch.no_grad()

@@ -28,7 +28,6 @@ import torch
 from tqdm.auto import tqdm
 
 from .probes import (
-    Probes,
     ProbeSettings,
     bootstrap_accuracies,
     fit_probes,
@@ -50,22 +49,20 @@ class Draws(dict):
 
 # ---- probing ------------------------------------------------------------------------------
 def probe_problems(
-    labels: dict[str, np.ndarray], targets: list[str], row_groups: dict[str, np.ndarray], split
+    targets: list[str], row_groups: dict[str, np.ndarray], split
 ) -> list[tuple[str, np.ndarray, np.ndarray]]:
     """One probe per (target, row group): `(target, its train rows, its test rows)`. Rows of
     each group (all rows, or one task each for the within-task hidden state) get their own probe."""
     train_rows, test_rows = split
-    out = []
-    for target in targets:
-        for group in np.unique(row_groups[target]):
-            out.append(
-                (
-                    target,
-                    train_rows[row_groups[target][train_rows] == group],
-                    test_rows[row_groups[target][test_rows] == group],
-                )
-            )
-    return out
+    return [
+        (
+            target,
+            train_rows[row_groups[target][train_rows] == group],
+            test_rows[row_groups[target][test_rows] == group],
+        )
+        for target in targets
+        for group in np.unique(row_groups[target])
+    ]
 
 
 def layer_accuracy_hits(
@@ -79,7 +76,7 @@ def layer_accuracy_hits(
     """`target -> [R_test, P]` int8 of one layer `features [R, P, D]`: 1 where the target's
     probe answers a probe-test position right, 0 where wrong, -1 where not scored.
 
-    Every probe of the layer is fitted in one batched solve (`fit_probes`): those on all
+    The probes of the layer are fitted in two batched solves (`fit_probes`): those on all
     probe-train rows read the same features, those of a row group (the within-task hidden
     state) their own, padded to one length. A test label never seen in training counts as
     wrong; a probe with no labelled train or test position scores nothing.
@@ -89,91 +86,79 @@ def layer_accuracy_hits(
         target: np.full((test_rows.size, labels[target].shape[1]), -1, dtype=np.int8) for target in targets
     }
     problems = [
-        problem
-        for problem in probe_problems(labels, targets, row_groups, split)
-        if (labels[problem[0]][problem[1]] >= 0).any() and (labels[problem[0]][problem[2]] >= 0).any()
+        (target, train, test)
+        for target, train, test in probe_problems(targets, row_groups, split)
+        if (labels[target][train] >= 0).any() and (labels[target][test] >= 0).any()
     ]
-    shared = [problem for problem in problems if problem[1].size == split[0].size]
-    device = torch.device(settings.device)
-    flat = features.to(device).float()  # [R, P, D]
-    for batch, stacked_features in ((shared, False), ([p for p in problems if p not in shared], True)):
+    on_all_rows = [train.size == split[0].size for _, train, _ in problems]
+    flat = features.to(settings.device).float()  # [R, P, D]
+    for shared in (True, False):
+        batch = [problem for problem, all_rows in zip(problems, on_all_rows) if all_rows == shared]
         if not batch:
             continue
-        answers = fit_and_answer(flat, labels, batch, stacked_features, settings, device)
-        for (target, _, test), answer in zip(batch, answers):
+        for (target, _, test), answer in zip(batch, fit_and_answer(flat, labels, batch, shared, settings)):
             truth = labels[target][test]
             out[target][np.searchsorted(test_rows, test)] = np.where(truth >= 0, answer == truth, -1)
     return out
 
 
-def fit_and_answer(features, labels, problems, stacked: bool, settings, device) -> list[np.ndarray]:
+def padded(features: torch.Tensor, rows: list[np.ndarray]) -> torch.Tensor:
+    """`[B, N, D]`: the positions of each problem's rows of `features [R, P, D]`, one after
+    the other, zero-padded to the longest problem."""
+    out = features.new_zeros(len(rows), max(r.size for r in rows) * features.shape[1], features.shape[-1])
+    for b, chosen in enumerate(rows):
+        out[b, : chosen.size * features.shape[1]] = features[torch.as_tensor(chosen)].flatten(0, 1)
+    return out
+
+
+def fit_and_answer(features, labels, problems, shared: bool, settings) -> list[np.ndarray]:
     """The label each problem's probe answers on its test rows (`[rows, P]` each), the probes
     of `problems` fitted together: on shared features (every problem on all probe-train rows)
-    or on features gathered per problem (`stacked`) and padded with unlabelled positions."""
-    dim = features.shape[-1]
+    or on each problem's own rows (`padded`, the padding unlabelled)."""
     classes, train_labels = [], []
     for target, train, _ in problems:
         y = labels[target][train].reshape(-1)
         found = np.unique(y[y >= 0])
         classes.append(found)
         train_labels.append(np.where(y >= 0, np.searchsorted(found, y), -1))
-    length = max(y.size for y in train_labels)
-    y_train = np.full((len(problems), length), -1, dtype=np.int64)
+    y_train = np.full((len(problems), max(y.size for y in train_labels)), -1, dtype=np.int64)
     for b, y in enumerate(train_labels):
         y_train[b, : y.size] = y
-    if stacked:
-        x_train = features.new_zeros(len(problems), length, dim)
-        for b, (_, train, _) in enumerate(problems):
-            x_train[b, : train.size * features.shape[1]] = features[torch.as_tensor(train)].reshape(-1, dim)
+    trains, tests = [train for _, train, _ in problems], [test for _, _, test in problems]
+    if shared:
+        x_train, x_test = (features[torch.as_tensor(rows[0])].flatten(0, 1) for rows in (trains, tests))
     else:
-        x_train = features[torch.as_tensor(problems[0][1])].reshape(-1, dim)
+        x_train, x_test = padded(features, trains), padded(features, tests)
+    device = features.device
     probes = fit_probes(
         x_train,
         torch.as_tensor(y_train, device=device),
         torch.as_tensor([c.size for c in classes], device=device),
         settings,
     )
-    answers = []
-    if stacked:
-        for b, (_, _, test) in enumerate(problems):
-            one = Probes(*(t[b : b + 1] for t in (probes.weights, probes.mean, probes.std, probes.allowed)))
-            index = one.predict(features[torch.as_tensor(test)].reshape(-1, dim))[0]
-            answers.append(classes[b][index.cpu().numpy()].reshape(test.size, -1))
-    else:
-        test = problems[0][2]
-        index = probes.predict(features[torch.as_tensor(test)].reshape(-1, dim)).cpu().numpy()
-        answers = [c[i].reshape(test.size, -1) for c, i in zip(classes, index)]
-    return answers
+    index = probes.predict(x_test).cpu().numpy()  # [B, N_test (padded)]
+    width = features.shape[1]
+    return [c[i[: test.size * width]].reshape(test.size, width) for c, i, test in zip(classes, index, tests)]
 
 
 def baseline_hits(
-    labels: np.ndarray,
-    tokens: np.ndarray,
-    row_groups: np.ndarray,
-    split: tuple[np.ndarray, np.ndarray],
-    scores: tuple[str, ...] = ("token_baseline", "chance"),
+    labels: np.ndarray, tokens: np.ndarray, problems: list[tuple[str, np.ndarray, np.ndarray]], test_rows
 ) -> np.ndarray:
-    """`[S, R_test, P]` int8 of the layer-free scores (the current token's majority label,
-    the overall majority), per row group, on the probe-test positions (1/0/-1 as above)."""
-    train_rows, test_rows = split
-    out = np.full((len(scores), test_rows.size, labels.shape[1]), -1, dtype=np.int8)
-    for group in np.unique(row_groups):
-        train = train_rows[row_groups[train_rows] == group]
-        test = test_rows[row_groups[test_rows] == group]
+    """`[2, R_test, P]` int8 of the layer-free scores `SCORES[1:]` (the current token's
+    majority label, the overall majority) of one target, per probe of `probe_problems` (its
+    rows), on the probe-test positions (1/0/-1 as above)."""
+    out = np.full((2, test_rows.size, labels.shape[1]), -1, dtype=np.int8)
+    for _, train, test in problems:
         train_mask, test_mask = labels[train] >= 0, labels[test] >= 0
         y_train, y_test = labels[train][train_mask], labels[test][test_mask]
         if y_train.size == 0 or y_test.size == 0:
             continue
-        slots = np.searchsorted(test_rows, test)
-        for index, score in enumerate(scores):
-            block = np.full(test_mask.shape, -1, dtype=np.int8)
-            if score == "token_baseline":
-                block[test_mask] = token_majority_hits(
-                    tokens[train][train_mask], y_train, tokens[test][test_mask], y_test
-                )
-            else:
-                block[test_mask] = majority_hits(y_train, y_test)
-            out[index, slots] = block
+        block = np.full((2, *test_mask.shape), -1, dtype=np.int8)
+        block[0][test_mask] = token_majority_hits(
+            tokens[train][train_mask], y_train, tokens[test][test_mask], y_test
+        )
+        block[1][test_mask] = majority_hits(y_train, y_test)
+        out[:, np.searchsorted(test_rows, test)] = block
     return out
 
 
@@ -276,7 +261,8 @@ def layerwise_probes(
             correct, total = group_counts(hits[target][index][None], test_membership)
             records += counts_to_records(target, layer, (metric,), correct, total, *common)
             if with_baselines and index == 0:  # the baselines do not depend on the layer
-                scores = baseline_hits(labels[target], labels["token"], row_groups[target], split)
+                problems = probe_problems([target], row_groups, split)
+                scores = baseline_hits(labels[target], labels["token"], problems, split[1])
                 correct, total = group_counts(scores, test_membership)
                 records += counts_to_records(target, None, SCORES[1:], correct, total, *common)
     return records, draws

@@ -97,19 +97,23 @@ class Probes:
         return self.logits(features).argmax(1)
 
 
-def masked_standardization(features: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean and standard deviation `[B, D]` of features `[N, D]` or `[B, N, D]` over the
-    positions `valid [B, N]` of each probe (as `standardize` computes them on those alone)."""
+def masked_moments(features: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Of features `[N, D]` or `[B, N, D]` over the positions `valid [B, N]` of each probe: the
+    mean and standard deviation `[B, D]` (as `standardize` computes them on those positions
+    alone) and the correlation matrix `[B, D, D]` (the covariance of the standardised features)."""
     weight = valid.to(features.dtype)
-    count = weight.sum(1, keepdim=True).clamp_min(1.0)
+    count = weight.sum(1, keepdim=True).clamp_min(1.0)  # [B, 1]
     if features.dim() == 2:
-        total, squares = weight @ features, weight @ features.square()
+        mean = weight @ features / count
+        # two passes (centre, then multiply): no cancellation on near-constant features
+        scatter = torch.stack([((features - m).T * w) @ (features - m) for m, w in zip(mean, weight)])
     else:
-        total = torch.einsum("bn,bnd->bd", weight, features)
-        squares = torch.einsum("bn,bnd->bd", weight, features.square())
-    mean = total / count
-    variance = (squares - count * mean.square()) / (count - 1).clamp_min(1.0)
-    return mean, variance.clamp_min(0).sqrt().clamp_min(1e-6)
+        mean = torch.einsum("bn,bnd->bd", weight, features) / count
+        centred = features - mean[:, None]
+        scatter = torch.bmm(centred.transpose(1, 2) * weight[:, None], centred)  # sums of centred products
+    variance = torch.diagonal(scatter, dim1=1, dim2=2) / (count - 1).clamp_min(1.0)
+    std = variance.clamp_min(0).sqrt().clamp_min(1e-6)
+    return mean, std, scatter / count[..., None] / (std[:, :, None] * std[:, None])
 
 
 def fit_probes(
@@ -123,7 +127,7 @@ def fit_probes(
     batched L-BFGS (`batched_lbfgs`) keeps a history and a step size per probe.
     """
     valid = labels >= 0
-    mean, std = masked_standardization(features, valid)
+    mean, std, correlation = masked_moments(features, valid)
     classes = int(num_classes.max())
     allowed = torch.arange(classes, device=labels.device)[None] < num_classes[:, None]
     probes = Probes(features.new_zeros(labels.shape[0], features.shape[-1] + 1, classes), mean, std, allowed)
@@ -156,7 +160,7 @@ def fit_probes(
     # L-BFGS runs on whitened coordinates: W = P U with P = (covariance of the standardised
     # features)^(-1/2), the same minimum, far better conditioned (a residual stream's features
     # are strongly correlated).
-    precondition = whitening(features, valid, probes.mean, probes.std)  # [B, D, D]
+    precondition = inverse_square_root(correlation)  # [B, D, D]
 
     def in_whitened(flat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         u = flat.view_as(probes.weights)
@@ -171,19 +175,11 @@ def fit_probes(
     return probes
 
 
-def whitening(features, valid, mean, std, ridge: float = 1e-3) -> torch.Tensor:
-    """`[B, D, D]`: the inverse square root of each probe's standardised feature covariance, a
-    change of coordinates for the fit (any invertible one keeps the minimum; this one makes
-    the problem well conditioned), over the positions `valid [B, N]` of each probe."""
-    weight = valid.to(features.dtype)
-    weight = weight / weight.sum(1, keepdim=True).clamp_min(1)
-    if features.dim() == 2:
-        second = torch.stack([(features.T * w) @ features for w in weight])
-    else:
-        second = torch.bmm(features.transpose(1, 2) * weight[:, None], features)
-    covariance = (second - mean[:, :, None] * mean[:, None]) / (std[:, :, None] * std[:, None])
-    eye = torch.eye(covariance.shape[-1], dtype=covariance.dtype, device=covariance.device)
-    values, vectors = torch.linalg.eigh(covariance + ridge * eye)
+def inverse_square_root(correlation: torch.Tensor, ridge: float = 1e-3) -> torch.Tensor:
+    """`[B, D, D]`: (correlation + ridge)^(-1/2), the fit's change of coordinates (any
+    invertible one keeps the minimum; this one makes the problem well conditioned)."""
+    eye = torch.eye(correlation.shape[-1], dtype=correlation.dtype, device=correlation.device)
+    values, vectors = torch.linalg.eigh(correlation + ridge * eye)
     return vectors @ torch.diag_embed(values.clamp_min(ridge).rsqrt()) @ vectors.transpose(1, 2)
 
 

@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from probing import capture_hidden_states, load_hmm_roformer, sample_positions
-from probing.capture import capture_last_layer_before_norm
 
 
 def test_captured_states_are_the_models_states_at_the_chosen_positions(tiny_model, layout):
@@ -31,13 +30,17 @@ def test_the_last_layer_before_the_final_norm_is_what_the_norm_reads(tiny_model,
     model = tiny_model(norm_placement="pre")
     ids = np.random.default_rng(3).integers(0, 6, size=(3, layout.sequence_length))
     positions = sample_positions(layout, 3, 5, seed=1)
-    before = capture_last_layer_before_norm(model, ids, positions, dtype="float32", progress=False)
-    after = capture_hidden_states(model, ids, positions, layers=[2], dtype="float32", progress=False)
+    captured = capture_hidden_states(
+        model, ids, positions, layers=[2], dtype="float32", progress=False, before_final_norm=True
+    )
+    after, before = captured[:1], captured[1:]
     assert before.shape == after.shape == (1, 3, 5, 32)
     torch.testing.assert_close(model.base_model.norm(before), after, atol=1e-5, rtol=1e-5)
     assert not torch.allclose(before, after, atol=1e-2)  # the norm changes the states
     with pytest.raises(ValueError, match="no final LayerNorm"):
-        capture_last_layer_before_norm(tiny_model(norm_placement="post"), ids, positions, progress=False)
+        capture_hidden_states(
+            tiny_model(norm_placement="post"), ids, positions, progress=False, before_final_norm=True
+        )
 
 
 def test_a_model_that_is_not_an_hmm_roformer_is_refused(tmp_path):
