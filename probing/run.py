@@ -103,9 +103,8 @@ def run_probing(
     )
 
     last = model.config.num_hidden_layers
-    with_before_norm = (
-        final_norm(model) is not None and last in layers
-    )  # the last layer as it leaves the residual stream
+    # a pre-norm model's last layer is also probed as it leaves the residual stream
+    with_before_norm = final_norm(model) is not None and last in layers
 
     def capture(of_model, before_final_norm: bool = False):
         return capture_hidden_states(
