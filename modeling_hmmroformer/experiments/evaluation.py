@@ -61,12 +61,15 @@ def load_evaluation_data(data: str | HMMMixtureConfig, rows: int | None = None) 
 
 
 @torch.no_grad()
-def model_next_token_log_probs(model, input_ids, batch_size: int = 64, position_ids=None) -> torch.Tensor:
+def model_next_token_log_probs(
+    model, input_ids, batch_size: int = 64, position_ids=None, attention_mask=None
+) -> torch.Tensor:
     """`[B, L, W]` on the CPU: the model's next-token log-probabilities over its vocabulary W.
 
     `position_ids [B, L]` (default: the model's, 0..L-1) place the tokens, e.g. a window cut
-    from a longer row at its original positions. Runs in eval mode in chunks of `batch_size`
-    rows and leaves the model in the mode it found.
+    from a longer row at its original positions; `attention_mask`, a boolean `[1, 1, L, L]`
+    (True to attend) shared by every row, replaces the causal mask. Runs in eval mode in
+    chunks of `batch_size` rows and leaves the model in the mode it found.
     """
     was_training = model.training
     model.eval()
@@ -77,6 +80,8 @@ def model_next_token_log_probs(model, input_ids, batch_size: int = 64, position_
     for start in range(0, ids.shape[0], batch_size):
         rows = slice(start, start + batch_size)
         placed = {} if positions is None else {"position_ids": positions[rows].to(device)}
+        if attention_mask is not None:
+            placed["attention_mask"] = attention_mask.to(device)
         logits = model(input_ids=ids[rows].to(device), **placed).logits
         chunks.append(torch.log_softmax(logits.float(), dim=-1).cpu())
     model.train(was_training)
@@ -84,11 +89,12 @@ def model_next_token_log_probs(model, input_ids, batch_size: int = 64, position_
 
 
 def model_next_token_probs(
-    model, input_ids, num_tokens: int, batch_size: int = 64, position_ids=None
+    model, input_ids, num_tokens: int, batch_size: int = 64, position_ids=None, attention_mask=None
 ) -> torch.Tensor:
     """`[B, L, num_tokens]` float64 on the CPU: the model's next-token distribution over the
-    corpus's `num_tokens` = V + 1 tokens (from its log-probabilities over its vocabulary)."""
-    log_probs = model_next_token_log_probs(model, input_ids, batch_size, position_ids)
+    corpus's `num_tokens` = V + 1 tokens (from its log-probabilities over its vocabulary;
+    `model_next_token_log_probs` for the arguments)."""
+    log_probs = model_next_token_log_probs(model, input_ids, batch_size, position_ids, attention_mask)
     return log_probs[..., :num_tokens].double().exp()
 
 

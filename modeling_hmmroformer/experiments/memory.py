@@ -1,7 +1,7 @@
 """Which fixed-memory predictor does the trained model behave like? Lemma 1, for the model.
 
 The model is run on contexts cut to their last L tokens, kept at their original positions
-(`position_ids`), beside the memory-L Bayes predictor (`hmm_datasets.memory`). At each
+(`position_ids`; `cut_model_probs` computes each window once for every L), beside the memory-L Bayes predictor (`hmm_datasets.memory`). At each
 position i whose next token is an observation, the cut model reads tokens i-L+1..i; where
 that window is the whole prefix (i < L) it is the full model. Per L, over those positions:
 
@@ -15,7 +15,7 @@ that window is the whole prefix (i < L) it is the full model. Per L, over those 
 `full_vs_bayes` and `full_vs_oracle` compare the full model with the full Bayes-optimal
 predictor and the oracle once. Distances are total variation over the V + 1 tokens.
 
-Shapes: B rows, L positions, V observation tokens, N windows.
+Shapes: B rows, L positions, V observation tokens.
 """
 
 from __future__ import annotations
@@ -46,34 +46,43 @@ from . import layout
 from .evaluation import EvaluationData, model_next_token_probs
 
 
-def window_ends(scored: torch.Tensor, memory: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """`(rows [N], ends [N])`: the scored positions (`scored [B, L-1]`) whose window of `memory`
-    tokens does not reach the row start (i >= memory): the only ones a cut changes."""
-    rows, ends = scored.nonzero(as_tuple=True)
-    keep = ends >= memory
-    return rows[keep], ends[keep]
+def window_runs(input_ids: torch.Tensor, longest: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`(runs [B * L, longest], positions [B * L, longest])`: for every start s of every row, its
+    tokens s..s+longest-1 at their positions (past the row end: padding, which a causal model's
+    earlier positions never read)."""
+    rows, length = input_ids.shape
+    padded = torch.nn.functional.pad(input_ids, (0, longest - 1))
+    runs = padded.unfold(1, longest, 1).reshape(rows * length, longest)
+    positions = (torch.arange(length)[:, None] + torch.arange(longest)).clamp(max=length - 1)
+    return runs, positions.repeat(rows, 1)
 
 
-def cut_windows(
-    input_ids: torch.Tensor, rows: torch.Tensor, ends: torch.Tensor, memory: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """`(windows [N, memory], positions [N, memory])`: tokens ends-memory+1..ends of `rows` and
-    their positions in the row."""
-    positions = ends[:, None] - memory + 1 + torch.arange(memory)
-    return input_ids[rows[:, None], positions], positions
+def cut_model_probs(
+    model, input_ids: torch.Tensor, full: torch.Tensor, memories: Sequence[int], batch_size: int, bar
+) -> dict[int, torch.Tensor]:
+    """Per memory L, `[B, L_row, V+1]`: at every position i the model's prediction from tokens
+    i-L+1..i alone, at their positions in the row (`full [B, L_row, V+1]`, the full model's,
+    where that window is the whole prefix).
 
-
-def cut_model_probs(model, input_ids, full, scored, memory: int, batch_size: int, bar) -> torch.Tensor:
-    """`[B, L, V+1]`: the model's predictions from the last `memory` tokens at the scored
-    positions (`full [B, L, V+1]`, the full model's, elsewhere and where the window is the prefix)."""
-    rows, ends = window_ends(scored, memory)
-    windows, positions = cut_windows(input_ids, rows, ends, memory)
-    cut = full.clone()
-    for start in range(0, len(rows), batch_size):
+    One causal run per start s reading tokens s..s+max(memories)-1 gives, at its offset L-1,
+    the window of memory L that ends at s+L-1: every window of every memory, each computed
+    once (the windows of one start share the run; windows of different starts share nothing)."""
+    rows, length = input_ids.shape
+    cut = {memory: full for memory in memories if memory >= length}  # every window is the prefix
+    inside = [memory for memory in memories if memory < length]
+    if not inside:
+        return cut
+    runs, positions = window_runs(input_ids, max(inside))
+    offsets = torch.tensor(inside) - 1
+    by_start = []  # per run, at the offsets: [batch, len(inside), V+1]
+    for start in range(0, runs.shape[0], batch_size):
         batch = slice(start, start + batch_size)
-        probs = model_next_token_probs(model, windows[batch], full.shape[-1], batch_size, positions[batch])
-        cut[rows[batch], ends[batch]] = probs[:, -1]
+        probs = model_next_token_probs(model, runs[batch], full.shape[-1], batch_size, positions[batch])
+        by_start.append(probs[:, offsets])
         bar.update(1)
+    by_start = torch.cat(by_start).view(rows, length, len(inside), -1)
+    for k, memory in enumerate(inside):  # the window ending at i >= L - 1 starts at i - L + 1
+        cut[memory] = torch.cat([full[:, : memory - 1], by_start[:, : length - memory + 1, k]], 1)
     return cut
 
 
@@ -120,8 +129,8 @@ def model_memory(
     """The model cut to its last L tokens beside the memory-L Bayes predictor (JSON-ready; module docstring).
 
     input_ids `[B, L]` rows of the mixture `params`, task_ids `[B]` (read by the oracle only);
-    windows of one memory go through the model `batch_size` at a time, on its device, in eval
-    mode. Returns `memories`, `num_rows`, `num_positions`, per memory `share_reaching_row_start`,
+    windows go through the model `batch_size` runs at a time, on its device, in eval mode.
+    Returns `memories`, `num_rows`, `num_positions`, per memory `share_reaching_row_start`,
     `tv_cut_vs_full`, `tv_full_vs_bayes_memory`, `tv_cut_vs_bayes_memory` and
     `agreement_full_vs_bayes_memory`, and `full_vs_bayes`, `full_vs_oracle` (`tv`, `agreement`)
     and `best_memory`.
@@ -134,15 +143,15 @@ def model_memory(
     ids = torch.as_tensor(input_ids if torch.is_tensor(input_ids) else np.asarray(input_ids)).long().cpu()
     scored = scored_positions(ids, bayes.delimiter)
     model_full = model_next_token_probs(model, ids, params.vocab_size + 1, batch_size)
-    steps = sum(-(-len(window_ends(scored, m)[0]) // batch_size) for m in memories)
-    curves: dict[str, list[float]] = {}
+    steps = -(-ids.numel() // batch_size)
     with tqdm(total=steps, desc="model memory: windows", disable=not progress) as bar:
-        for memory in memories:
-            cut = cut_model_probs(model, ids, model_full, scored, memory, batch_size, bar)
-            values = memory_scores(model_full, cut, memory_bayes_probs(params, ids, memory), ids, scored)
-            values["share_reaching_row_start"] = share_reaching_row_start(scored, memory)
-            for key, value in values.items():
-                curves.setdefault(key, []).append(value)
+        cut = cut_model_probs(model, ids, model_full, memories, batch_size, bar)
+    curves: dict[str, list[float]] = {}
+    for memory in memories:
+        values = memory_scores(model_full, cut[memory], memory_bayes_probs(params, ids, memory), ids, scored)
+        values["share_reaching_row_start"] = share_reaching_row_start(scored, memory)
+        for key, value in values.items():
+            curves.setdefault(key, []).append(value)
     return {
         "memories": memories,
         "num_rows": int(ids.shape[0]),
