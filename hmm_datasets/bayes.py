@@ -29,6 +29,7 @@ Shapes: K tasks, S states, V observation tokens, d features, B rows, L length.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -219,7 +220,6 @@ class BayesOptimalPredictor:
             out.append(self._oracle_filter(ids[chunk], tasks[chunk]).probs)
         return torch.cat(out)
 
-    @torch.no_grad()
     def truncated_next_token_probs(self, input_ids, memory: int) -> torch.Tensor:
         """`[B, L, V+1]`: the Bayes predictor that sees only the last `memory` tokens.
 
@@ -228,20 +228,24 @@ class BayesOptimalPredictor:
         `initial @ P^j` for a token j steps into its segment, and the task starts from the
         prior. This is the fixed-length-memory predictor of Lemma 1 of the paper; it equals
         the full predictor wherever the window reaches back to the first token. Costs
-        `memory` times the full predictor.
+        `memory` times the full predictor (`truncated_by_memory` for several memories).
         """
         memory = _check_memory(memory)
-        ids = self._as_ids(input_ids)
-
-        def last_prediction(windows, start_states, rows):  # start_states [W, K, S] -> [K, W, S]
-            return self._mixture_filter(windows, False, start_states=start_states.transpose(0, 1)).probs[
-                :, -1
-            ]
-
-        per_window = self._row_floats(memory, self.num_tasks, False) + self.num_tasks * self.num_states
-        return self._windowed(ids, memory, self.next_token_probs(ids), per_window, last_prediction)
+        return self.truncated_by_memory(input_ids, [memory])[memory]
 
     @torch.no_grad()
+    def truncated_by_memory(self, input_ids, memories: Sequence[int]) -> dict[int, torch.Tensor]:
+        """`{L: [B, L, V+1]}`: `truncated_next_token_probs` for every memory L, at the cost of
+        the longest alone (the windows of all memories that start at one token share a run)."""
+        memories = [_check_memory(memory) for memory in memories]
+        ids = self._as_ids(input_ids)
+
+        def run_predictions(runs, start_states, rows):  # start_states [W, K, S] -> [K, W, S]
+            return self._mixture_filter(runs, False, start_states=start_states.transpose(0, 1)).probs
+
+        per_run = self._row_floats(max(memories), self.num_tasks, False) + self.num_tasks * self.num_states
+        return self._windowed(ids, memories, self.next_token_probs(ids), per_run, run_predictions)
+
     def truncated_oracle_next_token_probs(self, input_ids, task_ids, memory: int) -> torch.Tensor:
         """`[B, L, V+1]`: the predictor told each row's task that sees only the last `memory` tokens.
 
@@ -252,47 +256,66 @@ class BayesOptimalPredictor:
         tokens before the window say about the hidden state alone.
         """
         memory = _check_memory(memory)
+        return self.truncated_oracle_by_memory(input_ids, task_ids, [memory])[memory]
+
+    @torch.no_grad()
+    def truncated_oracle_by_memory(
+        self, input_ids, task_ids, memories: Sequence[int]
+    ) -> dict[int, torch.Tensor]:
+        """`{L: [B, L, V+1]}`: `truncated_oracle_next_token_probs` for every memory L at once."""
+        memories = [_check_memory(memory) for memory in memories]
         ids = self._as_ids(input_ids)
         tasks = self._as_tasks(task_ids, ids.shape[0])
 
-        def last_prediction(windows, start_states, rows):  # start_states [W, K, S]
-            window_tasks = tasks[rows]
-            starts = start_states[torch.arange(len(rows), device=self.device), window_tasks][:, None]
-            return self._oracle_filter(windows, window_tasks, start_states=starts).probs[:, -1]
+        def run_predictions(runs, start_states, rows):  # start_states [W, K, S]
+            run_tasks = tasks[rows]
+            starts = start_states[torch.arange(len(rows), device=self.device), run_tasks][:, None]
+            return self._oracle_filter(runs, run_tasks, start_states=starts).probs
 
-        per_window = self._row_floats(memory, 1, False) + self._group_floats_per_hmm()
-        per_window += self.num_tasks * self.num_states
+        per_run = self._row_floats(max(memories), 1, False) + self._group_floats_per_hmm()
+        per_run += self.num_tasks * self.num_states
         full = self.oracle_next_token_probs(ids, tasks)
-        return self._windowed(ids, memory, full, per_window, last_prediction)
+        return self._windowed(ids, memories, full, per_run, run_predictions)
 
     def _windowed(
-        self, ids, memory: int, full: torch.Tensor, per_window: int, last_prediction
-    ) -> torch.Tensor:
-        """The fixed-memory version of a predictor whose full-context output is `full [B, L, V+1]`.
+        self, ids, memories: Sequence[int], full: torch.Tensor, per_run: int, run_predictions
+    ) -> dict[int, torch.Tensor]:
+        """Per memory L, the fixed-memory version of a predictor whose full-context output is
+        `full [B, L_row, V+1]`.
 
-        Position i >= memory sees the window of tokens i-memory+1..i (positions before keep
-        `full`: their window is the whole prefix). `last_prediction(windows [W, memory],
-        start_states [W, K, S], rows [W]) -> [W, V+1]` predicts the token after each window
-        from the exact marginal of every task's state at the window's first token; `rows`
-        are the windows' rows in `ids`. Windows go in chunks of `per_window` floats each;
-        before a delimiter the prediction is the point mass on it.
+        Position i >= L sees the window of tokens i-L+1..i (positions before keep `full`: their
+        window is the whole prefix). One run per start s >= 1 reads tokens s..s+max(L)-1 from
+        the exact marginal of every task's state at s: its prediction after its L-th token is
+        the window of memory L that ends at s+L-1. `run_predictions(runs [W, longest],
+        start_states [W, K, S], rows [W]) -> [W, longest, V+1]` predicts after every token of a
+        run; `rows` are the runs' rows in `ids`. Before a delimiter the prediction is the point
+        mass on it.
+        Runs go in chunks of `per_run` floats each; past the row end a run reads padding, which
+        no prediction inside the row depends on.
         """
         batch, length = ids.shape
-        if memory >= length:
-            return full
-        num_windows = length - memory  # per row: the windows starting at 1..length-memory
-        windows = ids.unfold(1, memory, 1)[:, 1:].reshape(-1, memory)  # [B * (L-memory), memory]
-        offsets = _position_in_segment(ids, self.delimiter)[:, 1 : num_windows + 1].reshape(-1)
-        rows = torch.arange(batch, device=self.device).repeat_interleave(num_windows)
+        windowed = {memory: full for memory in memories if memory >= length}
+        inside = [memory for memory in memories if memory < length]
+        if not inside:
+            return windowed
+        longest = max(inside)
+        padded = torch.nn.functional.pad(ids, (0, longest - 1))
+        runs = padded.unfold(1, longest, 1)[:, 1:length].reshape(-1, longest)  # starts 1..L_row-1
+        offsets = _position_in_segment(ids, self.delimiter)[:, 1:].reshape(-1)
+        rows = torch.arange(batch, device=self.device).repeat_interleave(length - 1)
         marginals = self._state_marginals(int(offsets.max()))  # [J, K, S]
+        at = torch.tensor(inside, device=self.device) - 1  # the run offsets where windows end
         out = []
-        for chunk in self._row_chunks(windows.shape[0], per_window):
-            out.append(last_prediction(windows[chunk], marginals[offsets[chunk]], rows[chunk]))
-        last = torch.cat(out).reshape(batch, num_windows, -1)
-        next_is_delim = torch.zeros(batch, num_windows, dtype=torch.bool, device=self.device)
-        next_is_delim[:, :-1] = ids[:, memory + 1 :] == self.delimiter  # the token after each window
-        last[next_is_delim] = _delimiter_point_mass(self.vocab_size, self.dtype, self.device)
-        return torch.cat([full[:, :memory], last], dim=1)
+        for chunk in self._row_chunks(runs.shape[0], per_run):
+            out.append(run_predictions(runs[chunk], marginals[offsets[chunk]], rows[chunk])[:, at])
+        by_start = torch.cat(out).reshape(batch, length - 1, len(inside), -1)
+        point_mass = _delimiter_point_mass(self.vocab_size, self.dtype, self.device)
+        for k, memory in enumerate(inside):  # windows start at 1..L_row-memory
+            last = by_start[:, : length - memory, k]
+            # a run's last token does not see the next one: before a delimiter, its point mass
+            last[:, :-1][ids[:, memory + 1 :] == self.delimiter] = point_mass
+            windowed[memory] = torch.cat([full[:, :memory], last], dim=1)
+        return windowed
 
     # ---- the forward algorithm ----------------------------------------------------
     def _mixture_filter(self, ids, want_posterior, start_states=None) -> BayesPrediction:

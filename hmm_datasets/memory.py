@@ -1,7 +1,7 @@
 """Lemma 1 of the paper, measured: a predictor with memory L approaches the full one exponentially in L.
 
 The memory-L predictor conditions at position i on tokens i-L+1..i only (their positions
-known; `BayesOptimalPredictor.truncated_next_token_probs`). Lemma 1 says its distance to
+known; `BayesOptimalPredictor.truncated_by_memory`). Lemma 1 says its distance to
 the full Bayes-optimal predictor decays like C exp(-rate L). Two variants are measured on
 the same rows:
 
@@ -115,10 +115,10 @@ def compare_to_full(truncated, full, input_ids, scored) -> dict[str, float]:
     }
 
 
-def decay_curve(truncate, full, input_ids, scored, memories: list[int]) -> dict:
-    """Per-memory comparisons of `truncate(L) [B, L, V+1]` with `full`, as lists over `memories`,
-    with the full predictor's accuracy and the exponential fit of the TV."""
-    rows = [compare_to_full(truncate(memory), full, input_ids, scored) for memory in memories]
+def decay_curve(truncated: dict[int, torch.Tensor], full, input_ids, scored, memories: list[int]) -> dict:
+    """Per-memory comparisons of `truncated[L] [B, L, V+1]` with `full`, as lists over
+    `memories`, with the full predictor's accuracy and the exponential fit of the TV."""
+    rows = [compare_to_full(truncated[memory], full, input_ids, scored) for memory in memories]
     curve = {key: [row[key] for row in rows] for key in rows[0]}
     curve["full_accuracy"] = masked_mean(next_token_scores(full, input_ids)["correct"], scored)
     curve["fit"] = fit_exponential_decay(memories, curve["tv"])
@@ -137,19 +137,21 @@ def _digest(params: HMMParams, ids: torch.Tensor) -> str:
     return digest.hexdigest()
 
 
-def memory_bayes_probs(params: HMMParams, input_ids, memory: int) -> torch.Tensor:
-    """`[B, L, V+1]` float64 on the CPU: the memory-L Bayes-optimal predictor on the rows
-    (`BayesOptimalPredictor.truncated_next_token_probs`), computed once per process for the
-    same parameters, rows and memory. Lemma 1 and the memory of every model of a study read the
+def memory_bayes_probs(params: HMMParams, input_ids, memories: Sequence[int]) -> dict[int, torch.Tensor]:
+    """`{L: [B, L, V+1]}` float64 on the CPU: the memory-L Bayes-optimal predictor on the rows
+    (`BayesOptimalPredictor.truncated_by_memory`), computed once per process for the same
+    parameters, rows and memory. Lemma 1 and the memory of every model of a study read the
     same rows, and this is the costliest part of each."""
     ids = torch.as_tensor(input_ids if torch.is_tensor(input_ids) else np.asarray(input_ids)).long().cpu()
-    key = (_digest(params, ids), int(memory))
-    if key not in _MEMORY_PROBS:
-        if len(_MEMORY_PROBS) >= _MEMORY_PROBS_KEPT:
+    digest = _digest(params, ids)
+    missing = [int(memory) for memory in memories if (digest, int(memory)) not in _MEMORY_PROBS]
+    if missing:
+        if len(_MEMORY_PROBS) + len(missing) > _MEMORY_PROBS_KEPT:
             _MEMORY_PROBS.clear()
         predictor = BayesOptimalPredictor(params, device="cpu", dtype=torch.float64)
-        _MEMORY_PROBS[key] = predictor.truncated_next_token_probs(ids, memory)
-    return _MEMORY_PROBS[key]
+        for memory, probs in predictor.truncated_by_memory(ids, missing).items():
+            _MEMORY_PROBS[(digest, memory)] = probs
+    return {int(memory): _MEMORY_PROBS[(digest, int(memory))] for memory in memories}
 
 
 def lemma1(params: HMMParams, input_ids, task_ids, memories: Sequence[int]) -> dict:
@@ -171,9 +173,9 @@ def lemma1(params: HMMParams, input_ids, task_ids, memories: Sequence[int]) -> d
         "num_rows": int(ids.shape[0]),
         "num_positions": int(scored.sum()),
         "share_reaching_row_start": [share_reaching_row_start(scored, m) for m in memories],
-        "mixture": decay_curve(lambda m: memory_bayes_probs(params, ids, m), full, ids, scored, memories),
+        "mixture": decay_curve(memory_bayes_probs(params, ids, memories), full, ids, scored, memories),
         "oracle": decay_curve(
-            lambda m: predictor.truncated_oracle_next_token_probs(ids, task_ids, m),
+            predictor.truncated_oracle_by_memory(ids, task_ids, memories),
             oracle,
             ids,
             scored,

@@ -146,9 +146,10 @@ def model_memory(
     steps = -(-ids.numel() // batch_size)
     with tqdm(total=steps, desc="model memory: windows", disable=not progress) as bar:
         cut = cut_model_probs(model, ids, model_full, memories, batch_size, bar)
+    bayes_memory = memory_bayes_probs(params, ids, memories)
     curves: dict[str, list[float]] = {}
     for memory in memories:
-        values = memory_scores(model_full, cut[memory], memory_bayes_probs(params, ids, memory), ids, scored)
+        values = memory_scores(model_full, cut[memory], bayes_memory[memory], ids, scored)
         values["share_reaching_row_start"] = share_reaching_row_start(scored, memory)
         for key, value in values.items():
             curves.setdefault(key, []).append(value)
