@@ -21,13 +21,13 @@ Shapes: B rows, L positions, V observation tokens.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 
 import numpy as np
 import torch
 
 from .bayes import BayesOptimalPredictor
+from .cache import cached
 from .params import HMMParams
 from .scoring import next_token_scores
 
@@ -125,33 +125,25 @@ def decay_curve(truncated: dict[int, torch.Tensor], full, input_ids, scored, mem
     return curve
 
 
-_MEMORY_PROBS: dict[tuple[str, int], torch.Tensor] = {}  # (parameters and rows, memory) -> probabilities
-_MEMORY_PROBS_KEPT = 32
-
-
-def _digest(params: HMMParams, ids: torch.Tensor) -> str:
-    """A hash of the mixture's parameters and the rows: what a memory-L prediction depends on."""
-    digest = hashlib.sha1(np.ascontiguousarray(ids.cpu().numpy()).tobytes())
-    for array in (params.task_prior, params.initial, params.transitions, params.emissions):
-        digest.update(np.ascontiguousarray(array).tobytes())
-    return digest.hexdigest()
-
-
 def memory_bayes_probs(params: HMMParams, input_ids, memories: Sequence[int]) -> dict[int, torch.Tensor]:
     """`{L: [B, L, V+1]}` float64 on the CPU: the memory-L Bayes-optimal predictor on the rows
     (`BayesOptimalPredictor.truncated_by_memory`), computed once per process for the same
-    parameters, rows and memory. Lemma 1 and the memory of every model of a study read the
-    same rows, and this is the costliest part of each."""
+    parameters, rows and memory (`hmm_datasets.cache`). Lemma 1 and the memory of every model of
+    a study read the same rows, and this is the costliest part of each."""
     ids = torch.as_tensor(input_ids if torch.is_tensor(input_ids) else np.asarray(input_ids)).long().cpu()
-    digest = _digest(params, ids)
-    missing = [int(memory) for memory in memories if (digest, int(memory)) not in _MEMORY_PROBS]
-    if missing:
-        if len(_MEMORY_PROBS) + len(missing) > _MEMORY_PROBS_KEPT:
-            _MEMORY_PROBS.clear()
-        predictor = BayesOptimalPredictor(params, device="cpu", dtype=torch.float64)
-        for memory, probs in predictor.truncated_by_memory(ids, missing).items():
-            _MEMORY_PROBS[(digest, memory)] = probs
-    return {int(memory): _MEMORY_PROBS[(digest, int(memory))] for memory in memories}
+    memories = [int(memory) for memory in memories]
+    predictor = BayesOptimalPredictor(params, device="cpu", dtype=torch.float64)
+    computed = {}
+
+    def compute(memory: int) -> torch.Tensor:
+        if not computed:  # one run serves every memory not yet cached
+            computed.update(predictor.truncated_by_memory(ids, memories))
+        return computed[memory]
+
+    return {
+        memory: cached(f"bayes-memory-{memory}", params, ids, lambda m=memory: compute(m))
+        for memory in memories
+    }
 
 
 def lemma1(params: HMMParams, input_ids, task_ids, memories: Sequence[int]) -> dict:

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from .bayes import BayesOptimalPredictor
+from .cache import cached
 from .params import HMMParams
 
 NextTokenProbs = Callable[
@@ -73,14 +74,22 @@ def reference_predictors(
     params: HMMParams, bayes: BayesOptimalPredictor | None = None
 ) -> dict[str, Predictor]:
     """The predictors every model is measured against, by name: the in-context ladder
-    (`IN_CONTEXT`), then `bayes` (the reference) and `oracle`."""
+    (`IN_CONTEXT`), then `bayes` (the reference) and `oracle`. The exact two are computed once
+    per process for the same rows (`hmm_datasets.cache`: every model of a study is scored on
+    the same test rows)."""
     bayes = bayes or BayesOptimalPredictor(params)
+
+    def bayes_probs(ids, tasks):
+        return cached(f"bayes-{bayes.dtype}-{bayes.device}", params, ids, lambda: bayes.next_token_probs(ids))
+
+    def oracle_probs(ids, tasks):
+        compute = lambda: bayes.oracle_next_token_probs(ids, tasks)  # noqa: E731
+        return cached(f"oracle-{bayes.dtype}-{bayes.device}", params, ids, compute, task_ids=tasks)
+
     return {
         **{name: in_context_predictor(name, params.vocab_size) for name in IN_CONTEXT},
-        "bayes": Predictor("bayes", "Bayes-optimal", lambda ids, tasks: bayes.next_token_probs(ids)),
-        "oracle": Predictor(
-            "oracle", "oracle (knows the task)", lambda ids, tasks: bayes.oracle_next_token_probs(ids, tasks)
-        ),
+        "bayes": Predictor("bayes", "Bayes-optimal", bayes_probs),
+        "oracle": Predictor("oracle", "oracle (knows the task)", oracle_probs),
     }
 
 

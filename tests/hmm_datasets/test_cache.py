@@ -1,0 +1,74 @@
+"""Exact predictions computed once per process (`hmm_datasets.cache`)."""
+
+import numpy as np
+import pytest
+import torch
+
+from hmm_datasets import SamplingTables, cache, generate_rows, get_preset, sample_hmm_params
+from hmm_datasets.bayes import BayesOptimalPredictor
+from hmm_datasets.memory import memory_bayes_probs
+from hmm_datasets.predictors import reference_predictors
+
+
+@pytest.fixture
+def tiny():
+    cache.clear()
+    config = get_preset("tiny")
+    params = sample_hmm_params(config)
+    rows = generate_rows(config, SamplingTables.from_params(params), "test", 0, 4)
+    yield params, np.asarray(rows["input_ids"]), np.asarray(rows["task_id"])
+    cache.clear()
+
+
+def counting(value):
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return value
+
+    return compute, calls
+
+
+def test_the_same_rows_and_parameters_are_computed_once(tiny):
+    params, ids, _ = tiny
+    compute, calls = counting(torch.zeros(3))
+    first = cache.cached("x", params, ids, compute)
+    assert cache.cached("x", params, ids.copy(), compute) is first and len(calls) == 1
+    cache.cached("x", params, ids[:2], compute)  # other rows
+    cache.cached("y", params, ids, compute)  # another prediction
+    cache.cached("x", sample_hmm_params(get_preset("tiny", seed=1)), ids, compute)  # another mixture
+    assert len(calls) == 4
+
+
+def test_the_oldest_entries_go_past_the_budget(tiny, monkeypatch):
+    params, ids, _ = tiny
+    monkeypatch.setattr(cache, "MAX_BYTES", 3 * 8 * 100)
+    for k in range(5):
+        cache.cached(str(k), params, ids, lambda: torch.zeros(100, dtype=torch.float64))
+    compute, calls = counting(torch.zeros(1))
+    cache.cached("0", params, ids, compute)
+    cache.cached("4", params, ids, compute)
+    assert len(calls) == 1  # "0" was dropped, "4" kept
+
+
+def test_cached_predictors_equal_the_predictor(tiny):
+    params, ids, tasks = tiny
+    bayes = BayesOptimalPredictor(params, dtype=torch.float64)
+    predictors = reference_predictors(params, bayes)
+    for _ in range(2):
+        torch.testing.assert_close(
+            predictors["bayes"].next_token_probs(ids, tasks), bayes.next_token_probs(ids)
+        )
+        torch.testing.assert_close(
+            predictors["oracle"].next_token_probs(ids, tasks), bayes.oracle_next_token_probs(ids, tasks)
+        )
+    shuffled = tasks[::-1].copy()  # the oracle depends on the tasks: another entry
+    torch.testing.assert_close(
+        predictors["oracle"].next_token_probs(ids, shuffled), bayes.oracle_next_token_probs(ids, shuffled)
+    )
+    memory = memory_bayes_probs(params, ids, [2, 5])
+    again = memory_bayes_probs(params, ids, [5, 3])
+    assert again[5] is memory[5]
+    for m in (2, 3, 5):
+        torch.testing.assert_close(again.get(m, memory.get(m)), bayes.truncated_next_token_probs(ids, m))
