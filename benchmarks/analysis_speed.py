@@ -16,7 +16,9 @@ saves the study's 16 x 64 and the `small` preset's 4 x 128 architectures freshly
 (seed 0): the analysis does the same work on any weights, except the probe fits, which stop
 when they converge. Writes results/analysis_speed.json with, at its top level,
 `sixteen_layers_s`, `sixteen_layers_ratio`, `small_s` and `lemma1_small_s` (seconds of the
-current code, and the baseline's seconds over ours).
+current code, and the baseline's seconds over ours), and `sixteen_layers_next_model_s`: the
+same 16-layer analysis run again in the same process, as a study's next model is (the
+exact predictions of the fixed test rows are computed once per process).
 """
 
 from __future__ import annotations
@@ -87,8 +89,12 @@ def analyse(model_path: str, out: Path, with_lemma1: bool) -> dict:
 
 
 def side_main(argv: list[str]) -> int:
-    model_path, out, with_lemma1 = argv[0], Path(argv[1]), argv[2] == "lemma1"
-    print(json.dumps(analyse(model_path, out, with_lemma1)))
+    model_path, out, with_lemma1, again = argv[0], Path(argv[1]), argv[2] == "lemma1", argv[3] == "again"
+    seconds = analyse(model_path, out, with_lemma1)
+    if again:  # the next model of a study, in the same process (what is computed once is reused)
+        (out / "again").mkdir()
+        seconds["next_model"] = analyse(model_path, out / "again", False)
+    print(json.dumps(seconds))
     return 0
 
 
@@ -121,9 +127,10 @@ def baseline_tree(folder: Path) -> Path:
     return tree
 
 
-def run_side(tree: Path, model_path: str, out: Path, with_lemma1: bool) -> dict:
+def run_side(tree: Path, model_path: str, out: Path, with_lemma1: bool, again: bool = False) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree), "TQDM_DISABLE": "1"}
-    command = [sys.executable, __file__, "--side", model_path, str(out), "lemma1" if with_lemma1 else "-"]
+    command = [sys.executable, __file__, "--side", model_path, str(out)]
+    command += ["lemma1" if with_lemma1 else "-", "again" if again else "-"]
     done = subprocess.run(command, env=env, cwd=out.parent, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"the analysis at {tree} failed:\n{done.stderr[-3000:]}")
@@ -164,16 +171,15 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 out = scratch / f"{kind}-{name}"
                 out.mkdir()
-                entry[name] = run_side(tree, model_path, out, with_lemma1=kind == "small")
-                print(
-                    f"{kind:>5} {name:>8}: " + ", ".join(f"{k} {v:.1f} s" for k, v in entry[name].items()),
-                    flush=True,
-                )
+                again = kind == "deep" and name == "current"
+                entry[name] = run_side(tree, model_path, out, with_lemma1=kind == "small", again=again)
+                print(f"{kind:>5} {name:>8}: {entry[name]}", flush=True)
             if "baseline" in entry:
-                entry["ratio"] = {k: entry["baseline"][k] / entry["current"][k] for k in entry["current"]}
+                entry["ratio"] = {k: entry["baseline"][k] / entry["current"][k] for k in entry["baseline"]}
             result[kind] = entry
     result["sixteen_layers_s"] = result["deep"]["current"]["analysis"]
     result["sixteen_layers_ratio"] = result["deep"].get("ratio", {}).get("analysis")
+    result["sixteen_layers_next_model_s"] = result["deep"]["current"]["next_model"]["analysis"]
     result["small_s"] = result["small"]["current"]["analysis"]
     result["lemma1_small_s"] = result["small"]["current"]["lemma1"]
     print(f"wrote {write_result('analysis_speed', result)}")

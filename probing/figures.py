@@ -17,10 +17,12 @@ def pyplot():
     return plt
 
 
-def save_figure(fig, path: str | Path, dpi: int = 120) -> Path:
-    """Lay out, write and close `fig`; returns the path written."""
+def save_figure(fig, path: str | Path, dpi: int = 120, tight: bool = True) -> Path:
+    """Lay out (`tight_layout`, unless the figure placed its axes itself), write and close
+    `fig`; returns the path written."""
     path = Path(path)
-    fig.tight_layout()
+    if tight:
+        fig.tight_layout()
     fig.savefig(path, dpi=dpi)
     pyplot().close(fig)
     return path

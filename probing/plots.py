@@ -153,25 +153,29 @@ def plot_figure7(weights: np.ndarray, layout: SampleLayout, row: int, path: Path
     plt = pyplot()
     num_layers, num_heads = weights.shape[:2]
     size = 2.2 if num_layers * num_heads <= 64 else 1.2
-    fig, axes = plt.subplots(
-        num_layers, num_heads, figsize=(size * num_heads, size * num_layers), squeeze=False
-    )
+    height = size * num_layers + 0.8  # inches: the panels and 0.8 for the titles
+    fig, axes = plt.subplots(num_layers, num_heads, figsize=(size * num_heads, height), squeeze=False)
+    fig.subplots_adjust(left=0.05, right=0.99, bottom=0.2 / height, top=1 - 0.6 / height)
     boundaries = np.arange(1, layout.num_demos + 1) * (layout.demo_length + 1) - 0.5
+    edge = weights.shape[-1] - 0.5
     for layer in range(num_layers):
         for head in range(num_heads):
             ax = axes[layer, head]
             ax.imshow(weights[layer, head] ** 0.5, cmap="magma", vmin=0, vmax=1, interpolation="nearest")
-            for boundary in boundaries:
-                ax.axhline(boundary, color="c", lw=0.3)
-                ax.axvline(boundary, color="c", lw=0.3)
+            ax.hlines(boundaries, -0.5, edge, color="c", lw=0.3)
+            ax.vlines(boundaries, -0.5, edge, color="c", lw=0.3)
             ax.set_xticks([])
             ax.set_yticks([])
             if head == 0:
                 ax.set_ylabel(f"layer {layer + 1}", fontsize=7)
             if layer == 0:
                 ax.set_title(f"head {head}", fontsize=7)
-    fig.suptitle(f"Figure 7: attention weights (square root) of test row {row}; lines: segment boundaries")
-    return save_figure(fig, path, dpi=100)
+    fig.suptitle(
+        f"Figure 7: attention weights (square root) of test row {row}; lines: segment boundaries",
+        y=1 - 0.1 / height,
+        va="top",
+    )
+    return save_figure(fig, path, dpi=100, tight=False)  # many panels: tight_layout would take seconds
 
 
 def write_probe_results(result, out: str | Path) -> dict[str, Path]:
