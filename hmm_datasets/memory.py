@@ -136,7 +136,7 @@ def memory_bayes_probs(params: HMMParams, input_ids, memories: Sequence[int]) ->
     computed = {}
 
     def compute(memory: int) -> torch.Tensor:
-        if not computed:  # one run serves every memory not yet cached
+        if not computed:  # one run serves every memory asked for
             computed.update(predictor.truncated_by_memory(ids, memories))
         return computed[memory]
 

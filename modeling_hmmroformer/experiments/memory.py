@@ -1,9 +1,10 @@
 """Which fixed-memory predictor does the trained model behave like? Lemma 1, for the model.
 
 The model is run on contexts cut to their last L tokens, kept at their original positions
-(`position_ids`; `cut_model_probs` computes each window once for every L), beside the memory-L Bayes predictor (`hmm_datasets.memory`). At each
-position i whose next token is an observation, the cut model reads tokens i-L+1..i; where
-that window is the whole prefix (i < L) it is the full model. Per L, over those positions:
+(`position_ids`; `cut_model_probs` computes each window once for every L), beside the
+memory-L Bayes predictor (`hmm_datasets.memory`). At each position i whose next token is an
+observation, the cut model reads tokens i-L+1..i; where that window is the whole prefix
+(i < L) it is the full model. Per L, over those positions:
 
 - `tv_cut_vs_full`: how much the model's prediction uses tokens older than L;
 - `tv_full_vs_bayes_memory`, `agreement_full_vs_bayes_memory`: the full model against the
