@@ -237,7 +237,7 @@ class BayesOptimalPredictor:
     def truncated_by_memory(self, input_ids, memories: Sequence[int]) -> dict[int, torch.Tensor]:
         """`{L: [B, L, V+1]}`: `truncated_next_token_probs` for every memory L, at the cost of
         the longest alone (the windows of all memories that start at one token share a run)."""
-        memories = [_check_memory(memory) for memory in memories]
+        memories = _check_memories(memories)
         ids = self._as_ids(input_ids)
 
         def run_predictions(runs, start_states, rows):  # start_states [W, K, S] -> [K, W, S]
@@ -263,7 +263,7 @@ class BayesOptimalPredictor:
         self, input_ids, task_ids, memories: Sequence[int]
     ) -> dict[int, torch.Tensor]:
         """`{L: [B, L, V+1]}`: `truncated_oracle_next_token_probs` for every memory L at once."""
-        memories = [_check_memory(memory) for memory in memories]
+        memories = _check_memories(memories)
         ids = self._as_ids(input_ids)
         tasks = self._as_tasks(task_ids, ids.shape[0])
 
@@ -472,6 +472,12 @@ def _weights(log_w: torch.Tensor, mix_dim: int) -> torch.Tensor:
 def _mix(token_probs: torch.Tensor, log_w: torch.Tensor, mix_dim: int) -> torch.Tensor:
     """Posterior-weighted mixture of per-HMM next-token distributions -> [rows, V]."""
     return (_weights(log_w, mix_dim)[..., None] * token_probs).sum(mix_dim)
+
+
+def _check_memories(memories: Sequence[int]) -> list[int]:
+    if len(memories) == 0:
+        raise ValueError("memories is empty: give at least one memory length L >= 1, e.g. [1, 2, 4, 8].")
+    return [_check_memory(memory) for memory in memories]
 
 
 def _check_memory(memory) -> int:

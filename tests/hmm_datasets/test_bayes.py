@@ -329,6 +329,10 @@ def test_bad_inputs_say_what_is_wrong(tiny_rows):
         predictor.truncated_oracle_next_token_probs(rows["input_ids"], [0], 3)
     with pytest.raises(ValueError, match="task_ids must lie in 0..7"):
         predictor.truncated_oracle_next_token_probs(rows["input_ids"][:1], [-1], 3)
+    with pytest.raises(ValueError, match="memories is empty"):
+        predictor.truncated_by_memory(rows["input_ids"], [])
+    with pytest.raises(ValueError, match="memory=0"):
+        predictor.truncated_oracle_by_memory(rows["input_ids"], rows["task_id"], [2, 0])
 
 
 def test_oracle_state_estimates_match_a_direct_forward_pass():
