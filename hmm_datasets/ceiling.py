@@ -16,7 +16,14 @@ import torch
 from .bayes import BayesOptimalPredictor
 from .layout import SampleLayout
 from .predictors import IN_CONTEXT, reference_predictors
-from .scoring import EARLY_TOKENS, demo_counts_for, mean_over_tokens, predictor_ladder, scores_by_demo_count
+from .scoring import (
+    EARLY_TOKENS,
+    demo_counts_for,
+    format_ladder,
+    mean_over_tokens,
+    predictor_ladder,
+    scores_by_demo_count,
+)
 
 
 def accuracy_table(
@@ -156,14 +163,11 @@ def format_accuracy_table(table: dict) -> str:
                 f"{j:>8}  {_fmt(per_position['bayes_accuracy'][j])}  {_fmt(per_position['oracle_accuracy'][j])}"
             )
     if table.get("ladder"):
-        lines += [
-            "",
-            f"the ladder, all {table['layout']['num_demos']} demonstrations, lowest first (in-context: the row's own tokens only):",
-        ]
-        lines.append(f"{'accuracy':>8}  {'KL(Bayes || .)':>14}  predictor")
-        for rung in table["ladder"]["rungs"]:
-            kl = "" if rung["kl_bayes"] is None else f"{rung['kl_bayes']:.3f}"
-            lines.append(f"{rung['accuracy']:>8.3f}  {kl:>14}  {rung['label']}")
+        title = (
+            f"the ladder, all {table['layout']['num_demos']} demonstrations, lowest first "
+            "(in-context: the row's own tokens only; KL(Bayes || .) in nats/token):"
+        )
+        lines += ["", format_ladder(table["ladder"], title)]
     return "\n".join(lines)
 
 

@@ -132,11 +132,11 @@ def memory_bayes_probs(params: HMMParams, input_ids, memories: Sequence[int]) ->
     a study read the same rows, and this is the costliest part of each."""
     ids = torch.as_tensor(input_ids if torch.is_tensor(input_ids) else np.asarray(input_ids)).long().cpu()
     memories = [int(memory) for memory in memories]
-    predictor = BayesOptimalPredictor(params, device="cpu", dtype=torch.float64)
     computed = {}
 
     def compute(memory: int) -> torch.Tensor:
         if not computed:  # one run serves every memory asked for
+            predictor = BayesOptimalPredictor(params, device="cpu", dtype=torch.float64)
             computed.update(predictor.truncated_by_memory(ids, memories))
         return computed[memory]
 

@@ -24,7 +24,13 @@ import torch
 from hmm_datasets import HMMMixtureConfig, HMMParams, SampleLayout
 from hmm_datasets.corpus import open_corpus
 from hmm_datasets.predictors import IN_CONTEXT, Predictor, reference_predictors
-from hmm_datasets.scoring import EARLY_TOKENS, mean_over_tokens, predictor_ladder, scores_by_demo_count
+from hmm_datasets.scoring import (
+    EARLY_TOKENS,
+    format_ladder,
+    mean_over_tokens,
+    predictor_ladder,
+    scores_by_demo_count,
+)
 from probing.figures import pyplot, save_figure
 
 from . import layout
@@ -175,7 +181,8 @@ def format_figure1(result: dict) -> str:
         values = [result["by_num_demos"][name]["accuracy"][index] for name in names]
         lines.append(f"{m:>5}  " + "  ".join(f"{value:>13.3f}" for value in values))
     if "ladder" in result:
-        lines += ["", format_ladder(result["ladder"])]
+        title = "The ladder, all demonstrations (accuracy on test tokens 1..T-1; KL to Bayes in nats/token):"
+        lines += ["", format_ladder(result["ladder"], title)]
     versus = result["model_vs_bayes"]
     if versus:
         lines += [
@@ -183,23 +190,6 @@ def format_figure1(result: dict) -> str:
             f"with all demonstrations: model argmax = Bayes argmax on {versus['agreement']:.3f} of test positions, "
             f"KL(Bayes || model) {versus['kl_bayes_model']:.3f} nats/token, excess NLL {versus['excess_nll']:.3f}",
         ]
-    return "\n".join(lines)
-
-
-def format_ladder(ladder: dict) -> str:
-    """The ladder as text, lowest rung first, and where the model stands on it."""
-    lines = ["The ladder, all demonstrations (accuracy on test tokens 1..T-1; KL to Bayes in nats/token):"]
-    for rung in ladder["rungs"]:
-        kl = "" if rung["kl_bayes"] is None else f"  KL {rung['kl_bayes']:.3f}"
-        lines.append(f"  {rung['accuracy']:.3f}  {rung['label']}{kl}")
-    best = next(rung for rung in ladder["rungs"] if rung["name"] == ladder["best_in_context"])
-    for name, share in ladder["gap_closed"].items():
-        where = "below the in-context baseline" if ladder["below_in_context"][name] else "above it"
-        closed = "n/a" if share is None else f"{share:+.2f}"
-        lines.append(
-            f"{name}: share of the gap from the best in-context predictor ({best['label']}) to Bayes "
-            f"closed: {closed} ({where})"
-        )
     return "\n".join(lines)
 
 
