@@ -510,13 +510,9 @@ def _default_budget(device: torch.device) -> int:
 
 
 @torch.no_grad()
-def oracle_state_estimates(params: HMMParams, input_ids, task_ids, device=None) -> np.ndarray:
-    """`[B, L]`: the most probable hidden state at each position given the row's task and the
-    observations of its segment so far (filtering), -1 at delimiters.
-
-    The best any decoder of the hidden state can do from what precedes a position: the
-    ceiling of a hidden-state probe.
-    """
+def state_filters(params: HMMParams, input_ids, task_ids, device=None) -> torch.Tensor:
+    """`[B, L, S]` float64: P(state_i | task of the row, tokens of its segment up to i), the
+    forward filter of the HMM `task_ids [B]` names, reset at every delimiter; 0 at delimiters."""
     device = torch.device(device) if device is not None else default_device()
     ids = torch.as_tensor(np.asarray(input_ids), dtype=torch.long, device=device)
     tasks = np.asarray(task_ids, dtype=np.int64).reshape(-1)
@@ -531,14 +527,26 @@ def oracle_state_estimates(params: HMMParams, input_ids, task_ids, device=None) 
         per_row(params.emissions),
     )
     observed = ids.clamp(max=delimiter - 1)
-    estimates = torch.full(ids.shape, -1, dtype=torch.long, device=device)
-    belief = initial
+    filters = torch.zeros(*ids.shape, initial.shape[-1], dtype=torch.float64, device=device)
+    belief = initial  # the state distribution before the next token
     for t in range(ids.shape[1]):
         is_delimiter = ids[:, t] == delimiter
         likelihood = torch.gather(emissions, 2, observed[:, t, None, None].expand(-1, emissions.shape[1], 1))
         posterior = belief * likelihood[..., 0]
         posterior = posterior / posterior.sum(-1, keepdim=True).clamp_min(_TINY)
-        estimates[:, t] = torch.where(is_delimiter, -1, posterior.argmax(-1))
+        filters[:, t] = torch.where(is_delimiter[:, None], 0.0, posterior)
         predicted = torch.einsum("bs,bst->bt", posterior, transitions)
         belief = torch.where(is_delimiter[:, None], initial, predicted)
-    return estimates.cpu().numpy()
+    return filters
+
+
+def oracle_state_estimates(params: HMMParams, input_ids, task_ids, device=None) -> np.ndarray:
+    """`[B, L]`: the most probable hidden state at each position given the row's task and the
+    observations of its segment so far (the argmax of `state_filters`), -1 at delimiters.
+
+    The best any decoder of the hidden state can do from what precedes a position: the
+    ceiling of a hidden-state probe.
+    """
+    ids = np.asarray(input_ids)
+    estimates = state_filters(params, ids, task_ids, device).argmax(-1).cpu().numpy()
+    return np.where(ids == params.vocab_size, -1, estimates)

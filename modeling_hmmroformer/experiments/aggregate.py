@@ -8,10 +8,7 @@ Plain data in, plain data out; `summarize_study` alone reads the model folders' 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
-
-import numpy as np
 
 from hmm_datasets.corpus import open_corpus
 from probing.run import summarize_probe_results
@@ -20,21 +17,7 @@ from . import layout
 from .plots import SHUFFLE_PARTS
 from .settings import RunConfig, Settings, config_for_corpus
 from .summary import paper_claims
-
-# t quantiles (0.975) for an across-seed interval with n - 1 degrees of freedom.
-T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
-
-
-def across_seeds(values: list[float]) -> dict:
-    """Mean over seeds with a 95% t interval (none from one seed)."""
-    array = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=np.float64)
-    if array.size == 0:
-        return {"mean": None, "ci_low": None, "ci_high": None, "n": 0}
-    mean = float(array.mean())
-    if array.size == 1:
-        return {"mean": mean, "ci_low": None, "ci_high": None, "n": 1}
-    half = T_975.get(array.size - 1, 1.96) * float(array.std(ddof=1)) / math.sqrt(array.size)
-    return {"mean": mean, "ci_low": mean - half, "ci_high": mean + half, "n": int(array.size)}
+from .verdicts import across_seeds
 
 
 def aggregate_claims(claims_per_seed: list[list[dict]]) -> list[dict]:

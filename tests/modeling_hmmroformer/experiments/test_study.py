@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from modeling_hmmroformer.experiments.aggregate import across_seeds, aggregate_claims, claims_table
+from modeling_hmmroformer.experiments.aggregate import aggregate_claims, claims_table
 from modeling_hmmroformer.experiments.pipeline import build_corpus, make_pipeline, run_pipeline, stage_names
 from modeling_hmmroformer.experiments.settings import PRESETS, Settings, get_settings
 from modeling_hmmroformer.experiments.training import prepare
+from modeling_hmmroformer.experiments.verdicts import across_seeds
 from probing.capture import untrained_twin
 
 ROOT = Path(__file__).resolve().parents[3]
