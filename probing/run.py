@@ -19,8 +19,10 @@ import torch
 import hmm_datasets
 from hmm_datasets import SampleLayout
 from hmm_datasets.bayes import oracle_state_estimates
+from hmm_datasets.beliefs import belief_states, belief_tasks
 from hmm_datasets.corpus import Corpus, check_model_fits_corpus
 
+from .belief import belief_records, check_belief_columns
 from .capture import (
     attention_weights,
     capture_hidden_states,
@@ -140,6 +142,11 @@ def run_probing(
     records += ceiling_records(
         corpus, rows, positions, at_positions, tasks, split[1], membership, config, draws
     )
+    check_belief_columns(rows)
+    beliefs = belief_states(
+        corpus.params, rows["input_ids"], rows["task_id"], positions, belief_tasks(corpus.params, tasks)
+    )
+    records += belief_records(features, layers, beliefs, membership, POSITION_GROUPS, split)
     for target in CEILINGS:
         records += headroom_records(draws, target, layers, POSITION_GROUPS)
     if with_before_norm:
@@ -154,19 +161,27 @@ def run_probing(
         records += layerwise_probes(
             untrained, layers, at_positions, targets, groups, split, metric="untrained_accuracy", **common
         )[0]
+        records += belief_records(
+            untrained, layers, beliefs, membership, POSITION_GROUPS, split, "untrained_"
+        )
         timings["untrained_probes"] = time.perf_counter() - started
 
     started = time.perf_counter()
     test_ids = np.stack(test_split.select(range(shuffle_rows)).with_format("numpy")["input_ids"])
-    changes = shuffle_test(
-        model,
-        test_ids,
-        layout,
-        seed=config.seed,
-        batch_size=max(1, config.batch_size // 4),
-        progress=progress,
-    )
+
+    def shuffled(of_model) -> dict[str, np.ndarray]:
+        batch_size = max(1, config.batch_size // 4)
+        return shuffle_test(
+            of_model, test_ids, layout, seed=config.seed, batch_size=batch_size, progress=progress
+        )
+
+    changes = shuffled(model)
     records += shuffle_records(changes, config.num_resamples, config.seed)
+    patterns = {"figure2": shuffle_patterns(changes, config.num_resamples, config.seed)}
+    if untrained_model is not None:  # the same rows and derangements: the twin's profile
+        patterns["figure2_untrained"] = shuffle_patterns(
+            shuffled(untrained_model), config.num_resamples, config.seed
+        )
     timings["shuffle_test"] = time.perf_counter() - started
 
     started = time.perf_counter()
@@ -187,10 +202,11 @@ def run_probing(
         "relative_depth": relative_depth(layers, model.config.num_hidden_layers),
         "probe_tasks": tasks.tolist(),
         "num_probe_rows": {"train": int(split[0].size), "test": int(split[1].size)},
+        "probe_rows": {"train": split[0].tolist(), "test": split[1].tolist()},
         "num_shuffle_rows": int(test_ids.shape[0]),
         "records": records,
         "patterns": {
-            "figure2": shuffle_patterns(changes, config.num_resamples, config.seed),
+            **patterns,
             "figure3a": hidden_state_and_task_patterns(
                 draws, layers, POSITION_GROUPS, model.config.num_hidden_layers
             ),

@@ -74,7 +74,17 @@ def test_a_probing_run_reports_every_layer_target_and_pattern(tiny_model, tmp_pa
     summarized = summarize_probe_results(results)
     assert [r["layer"] for r in summarized["shuffle"]] == [1, 2]
     assert summarized["shuffle_parts"]["content_change"][0]["value"] < 1e-5  # layer 1 reads tokens only
-    assert set(results["patterns"]) == {"figure2", "figure3a", "figure3b"}
+    assert set(results["patterns"]) == {"figure2", "figure2_untrained", "figure3a", "figure3b"}
+    twin = results["patterns"]["figure2_untrained"]  # the twin has no rotary: no position-only change
+    assert max(twin["by_part"]["position_only"]["per_layer_mean"]) < 1e-5
+    assert min(figure2["by_part"]["position_only"]["per_layer_mean"]) > 1e-3
+    train, test = (np.asarray(results["probe_rows"][name]) for name in ("train", "test"))
+    assert np.intersect1d(train, test).size == 0 and train.size + test.size == 4 * 12
+    for name in ("task_posterior", "state_filter", "joint_posterior"):
+        for metric in ("r2", "kl", "untrained_r2", "untrained_kl"):
+            for positions in ("all", "demo1", "test"):
+                found = curve(results["records"], f"belief_{name}", metric, positions)
+                assert found["layer"].tolist() == [0, 1, 2] and np.isfinite(found["value"]).all()
     assert result.attention.shape == (2, 1, 2, 52, 52)  # tiny rows: 4 x (8 + 1) + 16 tokens
     np.testing.assert_allclose(result.attention.sum(-1), 1.0, atol=1e-5)
     paths = write_probe_results(result, tmp_path)

@@ -1,0 +1,148 @@
+"""Belief-state probes: a linear map from the residual stream to the mixture's exact beliefs.
+
+Following Shai et al. (2024), "Transformers represent belief state geometry in their residual
+stream": at every layer, a ridge regression (with a bias) from the hidden state at a position
+to the exact Bayesian belief there (`hmm_datasets.beliefs`: the task posterior, the true
+task's state filter, the joint posterior over (task, state)). One map per layer, belief and
+position group, fitted on the probe-train rows' positions of that group and scored on the
+probe-test rows' positions of the same group:
+
+- `r2`: 1 - sum of squared errors / sum of squares around the test positions' mean, pooled
+  over the belief's entries (1: the belief is a linear image of the layer; 0: no better than
+  its mean);
+- `kl`: KL(belief ‖ reconstruction) in nats, the reconstruction projected onto the simplex
+  (Euclidean projection) and mixed with `KL_FLOOR` of the uniform distribution so that it
+  has no zeros.
+
+Shapes: layers, R rows, P positions per row, D features, K entries of a belief.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from hmm_datasets.beliefs import BELIEFS
+
+RIDGE = 1e-3  # ridge penalty, relative to the mean squared feature
+KL_FLOOR = 1e-3  # share of the uniform distribution mixed into a reconstruction
+BELIEF_METRICS = ("r2", "kl")
+BELIEF_COLUMNS = ("input_ids", "task_id")  # what the exact beliefs are computed from
+
+
+def check_belief_columns(rows: dict) -> None:
+    """`ValueError` naming the columns the beliefs need and `rows` lacks."""
+    missing = [name for name in BELIEF_COLUMNS if name not in rows]
+    if missing:
+        raise ValueError(
+            f"the rows lack the column(s) {missing}: the belief-state probes need {list(BELIEF_COLUMNS)} "
+            "(the row's task names the HMM whose state filter is the target; the hmm_mixture builder keeps "
+            "it: regenerate or re-export the corpus with scripts/generate.py)."
+        )
+
+
+def fit_ridge(x: torch.Tensor, y: torch.Tensor, ridge: float = RIDGE) -> torch.Tensor:
+    """`[D + 1, K]` float64: the ridge regression of `y [N, K]` on `x [N, D]` with a bias (last
+    row, not penalised); the penalty is `ridge` times the mean squared centred feature."""
+    x, y = x.double(), y.double()
+    mean_x, mean_y = x.mean(0), y.mean(0)
+    centred = x - mean_x
+    gram = centred.T @ centred
+    penalty = ridge * gram.diagonal().mean().clamp_min(1e-12)
+    weights = torch.linalg.solve(
+        gram + penalty * torch.eye(x.shape[1], dtype=x.dtype), centred.T @ (y - mean_y)
+    )
+    return torch.cat([weights, (mean_y - mean_x @ weights)[None]])
+
+
+def predict(weights: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """`[N, K]`: the fitted map on `x [N, D]`."""
+    return x.double() @ weights[:-1] + weights[-1]
+
+
+def r_squared(y: torch.Tensor, y_hat: torch.Tensor) -> float:
+    """1 - SSE / SST of `y_hat` against `y [N, K]`, pooled over the K entries (NaN without spread)."""
+    y, y_hat = y.double(), y_hat.double()
+    total = ((y - y.mean(0)) ** 2).sum()
+    return float(1 - ((y - y_hat) ** 2).sum() / total) if total > 0 else float("nan")
+
+
+def project_to_simplex(v: torch.Tensor) -> torch.Tensor:
+    """`[N, K]`: the Euclidean projection of every row of `v` onto the probability simplex."""
+    v = v.double()
+    ordered = v.sort(-1, descending=True).values
+    cumulative = ordered.cumsum(-1) - 1
+    index = torch.arange(1, v.shape[-1] + 1, dtype=v.dtype)
+    support = (ordered - cumulative / index > 0).sum(-1, keepdim=True)  # >= 1
+    threshold = cumulative.gather(-1, support - 1) / support
+    return (v - threshold).clamp_min(0)
+
+
+def kl_to_reconstruction(y: torch.Tensor, y_hat: torch.Tensor, floor: float = KL_FLOOR) -> float:
+    """Mean over rows of KL(y ‖ q) in nats, q the simplex projection of `y_hat` mixed with
+    `floor` of the uniform distribution."""
+    y = y.double()
+    q = (1 - floor) * project_to_simplex(y_hat) + floor / y.shape[-1]
+    terms = torch.where(y > 0, y * (torch.log(y.clamp_min(1e-300)) - torch.log(q)), 0.0)
+    return float(terms.sum(-1).mean())
+
+
+def belief_scores(
+    features: torch.Tensor,
+    beliefs: dict[str, np.ndarray],
+    membership: np.ndarray,
+    split: tuple[np.ndarray, np.ndarray],
+    ridge: float = RIDGE,
+) -> dict[tuple[str, str], float]:
+    """`(belief, metric) -> value` of one layer's `features [R, P, D]` on one position group
+    (`membership [R, P]` bool), the map fitted on the rows `split[0]` and scored on `split[1]`."""
+    train, test = split
+    chosen = {name: membership[rows] for name, rows in (("train", train), ("test", test))}
+    if not chosen["train"].any() or not chosen["test"].any():
+        return {}
+    x = {
+        name: features[rows][torch.as_tensor(chosen[name])]
+        for name, rows in (("train", train), ("test", test))
+    }
+    out = {}
+    for belief in BELIEFS:
+        target = torch.as_tensor(beliefs[belief])
+        y_train, y_test = (
+            target[train][torch.as_tensor(chosen["train"])],
+            target[test][torch.as_tensor(chosen["test"])],
+        )
+        y_hat = predict(fit_ridge(x["train"], y_train, ridge), x["test"])
+        out[(belief, "r2")] = r_squared(y_test, y_hat)
+        out[(belief, "kl")] = kl_to_reconstruction(y_test, y_hat)
+    return out
+
+
+def belief_records(
+    features: torch.Tensor,
+    layers: list[int],
+    beliefs: dict[str, np.ndarray],
+    membership: np.ndarray,
+    groups: tuple[str, ...],
+    split: tuple[np.ndarray, np.ndarray],
+    prefix: str = "",
+) -> list[dict]:
+    """Probe records (`probing.layerwise`'s format, no interval) of every layer of `features
+    [layers, R, P, D]`, belief and position group (`membership [G, R, P]`): targets
+    `belief_<name>`, metrics `<prefix>r2` and `<prefix>kl` (prefix "untrained_" for the twin)."""
+    out = []
+    for layer, layer_features in zip(layers, features):
+        for group, mask in zip(groups, membership):
+            for (belief, metric), value in belief_scores(layer_features, beliefs, mask, split).items():
+                out.append(
+                    {
+                        "target": f"belief_{belief}",
+                        "layer": int(layer),
+                        "head": None,
+                        "metric": f"{prefix}{metric}",
+                        "positions": group,
+                        "value": value,
+                        "ci_low": None,
+                        "ci_high": None,
+                    }
+                )
+    return out
