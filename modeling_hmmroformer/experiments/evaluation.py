@@ -35,6 +35,8 @@ from probing.figures import pyplot, save_figure
 
 from . import layout
 
+TWIN_LABEL = "untrained twin"
+
 
 @dataclass
 class EvaluationData:
@@ -113,8 +115,10 @@ def model_predictor(model, num_tokens: int, batch_size: int = 64) -> Predictor:
     return Predictor("model", "model", next_token_probs)
 
 
-def figure1(model, data: EvaluationData, *, batch_size: int = 64, progress: bool = True) -> dict:
-    """Accuracy curves of the model and every reference predictor (JSON-ready; module docstring)."""
+def figure1(model, data: EvaluationData, *, twin=None, batch_size: int = 64, progress: bool = True) -> dict:
+    """Accuracy and excess-KL curves of the model and every reference predictor (JSON-ready;
+    module docstring). With `twin` (the model's untrained twin) it is scored beside them as
+    "twin": the control of every effect the study decides."""
     layout, vocab = data.layout, data.config.vocab_size
     check = getattr(model, "config", None)
     if check is not None and getattr(check, "vocab_size", vocab + 1) < vocab + 1:
@@ -122,7 +126,12 @@ def figure1(model, data: EvaluationData, *, batch_size: int = 64, progress: bool
             f"the model's vocab_size={check.vocab_size} is smaller than the corpus's {vocab + 1} tokens: "
             "this model was not trained on this corpus."
         )
-    predictors = {"model": model_predictor(model, vocab + 1, batch_size), **reference_predictors(data.params)}
+    predictors = {"model": model_predictor(model, vocab + 1, batch_size)}
+    if twin is not None:
+        predictors["twin"] = Predictor(
+            "twin", TWIN_LABEL, model_predictor(twin, vocab + 1, batch_size).next_token_probs
+        )
+    predictors.update(reference_predictors(data.params))
     scores = scores_by_demo_count(
         predictors, data.input_ids, data.task_ids, layout, progress=progress, desc="Figure 1: demonstrations"
     )
@@ -146,7 +155,15 @@ def figure1(model, data: EvaluationData, *, batch_size: int = 64, progress: bool
             }
             for name in predictors
         },
+        "kl_bayes_by_num_demos": {  # KL(Bayes-optimal ‖ predictor), nats/token, on test tokens 1..T-1
+            name: [mean_over_tokens(s[name]["kl"]) for s in scores.values()]
+            for name in predictors
+            if name != "bayes"
+        },
         "by_test_position": {name: full[name]["correct"].tolist() for name in predictors},
+        "kl_bayes_by_test_position": {
+            name: full[name]["kl"].tolist() for name in predictors if name != "bayes"
+        },
         "ladder": predictor_ladder(
             {name: mean_over_tokens(full[name]["correct"]) for name in predictors},
             {name: predictor.label for name, predictor in predictors.items()},

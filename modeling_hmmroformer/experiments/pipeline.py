@@ -294,9 +294,10 @@ def trained_model(m: ModelRun):
 
 
 def evaluate_model(p: Pipeline, m: ModelRun) -> None:
-    result = figure1(
-        trained_model(m), load_evaluation_data(str(p.corpus), p.settings.eval_rows), progress=p.progress
-    )
+    """Figure 1 against Bayes, with the untrained twin of the same seed scored beside the model."""
+    model = trained_model(m)
+    data = load_evaluation_data(str(p.corpus), p.settings.eval_rows)
+    result = figure1(model, data, twin=untrained_twin(model, m.seed), progress=p.progress)
     layout.build_folder(m.path(layout.FIGURE1), lambda staging: write_figure1(result, staging))
 
 

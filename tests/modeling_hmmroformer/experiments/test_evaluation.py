@@ -78,6 +78,25 @@ def test_an_untrained_model_is_far_from_bayes_and_files_are_written(data, tmp_pa
     assert result["ladder"]["below_in_context"]["model"] and "(below the in-context baseline)" in text
 
 
+def test_the_twin_is_scored_beside_the_model_with_excess_kl_by_demonstrations_and_position(data):
+    torch.manual_seed(0)
+    model = HMMRoFormerForCausalLM(HMMRoFormerConfig(**TINY_SIZES, vocab_size=7))
+    torch.manual_seed(1)
+    other = HMMRoFormerForCausalLM(HMMRoFormerConfig(**TINY_SIZES, vocab_size=7))
+    itself = figure1(model, data, twin=model, progress=False)  # a model as its own twin: the same curves
+    assert itself["by_num_demos"]["twin"] == itself["by_num_demos"]["model"]
+    assert itself["kl_bayes_by_num_demos"]["twin"] == itself["kl_bayes_by_num_demos"]["model"]
+    result = figure1(model, data, twin=other, progress=False)
+    assert result["kl_bayes_by_num_demos"]["twin"] != result["kl_bayes_by_num_demos"]["model"]
+    assert result["labels"]["twin"] == "untrained twin"
+    kl = result["kl_bayes_by_num_demos"]
+    assert "bayes" not in kl and len(kl["model"]) == len(result["demo_counts"])
+    assert min(kl["model"]) > 0.05 and min(kl["oracle"]) >= 0  # an untrained model is far from Bayes
+    by_position = result["kl_bayes_by_test_position"]["model"]
+    assert len(by_position) == data.config.test_length
+    assert np.nanmean(by_position[1:]) == pytest.approx(kl["model"][-1])
+
+
 def test_figure1_and_the_dataset_card_table_score_the_predictors_alike(data):
     """Two views of one scoring loop: the same rows give the same Bayes-optimal and oracle numbers."""
     result = figure1(BayesAsModel(data.params), data, progress=False)
