@@ -217,3 +217,24 @@ def _pages_start_with_the_suite(request):
     """When the doc test is selected, its pages start at the first test, not at the last."""
     if selected_pages(request.session):
         request.getfixturevalue("page_runs")
+
+
+TINY_SIZES = {
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+}  # configs/tiny.yaml's model
+
+
+@pytest.fixture
+def tiny_model():
+    """`tiny_model(**config_overrides)`: a seeded, untrained tiny HMMRoFormer over 7 tokens, in eval mode."""
+
+    from modeling_hmmroformer import HMMRoFormerConfig, HMMRoFormerForCausalLM
+
+    def make(**overrides) -> "HMMRoFormerForCausalLM":
+        torch.manual_seed(0)
+        config = HMMRoFormerConfig(**TINY_SIZES, vocab_size=7, **overrides)
+        return HMMRoFormerForCausalLM(config).eval()
+
+    return make
