@@ -187,10 +187,12 @@ def render_study_report(summary: dict, machine: dict) -> str:
     """`REPORT.md` of a depth-and-seed study (built by `modeling_hmmroformer.experiments.aggregate.summarize_study`)."""
     environment = jinja2.Environment(undefined=jinja2.StrictUndefined)
     environment.filters["stat"] = across_seeds_text
-    environment.filters["claim_cell"] = claim_cell_text
+    environment.filters["verdict_cell"] = verdict_cell_text
     environment.filters["num"] = number_text
     template = environment.from_string(STUDY_REPORT_TEMPLATE.read_text())
-    return template.render(s=summary, machine=machine, total_seconds=sum(summary["stage_seconds"].values()))
+    return template.render(
+        s=summary, machine=machine, total_seconds=sum(summary["stage_seconds"].values()), zip=zip
+    )
 
 
 def across_seeds_text(stat: dict | None, spec: str = ".3f") -> str:
@@ -203,14 +205,13 @@ def across_seeds_text(stat: dict | None, spec: str = ".3f") -> str:
     return text
 
 
-def claim_cell_text(cell: dict | None) -> str:
-    """ "m/n: mean [low, high]" of one claim at one depth."""
+def verdict_cell_text(cell: dict | None) -> str:
+    """ "**verdict**: mean [low, high], k/n with the predicted sign" of one claim at one depth."""
     if cell is None:
         return ""
-    text = f"**{cell['holds_in']}/{cell['seeds']}**"
-    if cell.get("mean") is not None:
-        text += f": {across_seeds_text(cell, '+.3f')}"
-    return text
+    if cell.get("mean") is None:
+        return "n/a"
+    return f"**{cell['label']}**: {across_seeds_text(cell, '+.3f')}, {cell['agree']}/{cell['n']}"
 
 
 def number_text(value: float | None, spec: str = ".3f") -> str:

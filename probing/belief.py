@@ -26,6 +26,7 @@ from hmm_datasets.beliefs import BELIEFS
 
 RIDGE = 1e-3  # ridge penalty, relative to the mean squared feature
 KL_FLOOR = 1e-3  # share of the uniform distribution mixed into a reconstruction
+MIN_POSITIONS_PER_FEATURE = 2  # a map is fitted on at least 2 (D + 1) probe-train positions
 BELIEF_METRICS = ("r2", "kl")
 BELIEF_COLUMNS = ("input_ids", "task_id")  # what the exact beliefs are computed from
 
@@ -95,11 +96,15 @@ def belief_scores(
     ridge: float = RIDGE,
 ) -> dict[tuple[str, str], float]:
     """`(belief, metric) -> value` of one layer's `features [R, P, D]` on one position group
-    (`membership [R, P]` bool), the map fitted on the rows `split[0]` and scored on `split[1]`."""
+    (`membership [R, P]` bool), the map fitted on the rows `split[0]` and scored on `split[1]`;
+    empty where the group has fewer than `MIN_POSITIONS_PER_FEATURE` (D + 1) train positions."""
     train, test = split
     chosen = {name: membership[rows] for name, rows in (("train", train), ("test", test))}
-    if not chosen["train"].any() or not chosen["test"].any():
-        return {}
+    if (
+        chosen["train"].sum() < MIN_POSITIONS_PER_FEATURE * (features.shape[-1] + 1)
+        or not chosen["test"].any()
+    ):
+        return {}  # too few positions to fit a map of this width: no score rather than an overfit one
     x = {
         name: features[rows][torch.as_tensor(chosen[name])]
         for name, rows in (("train", train), ("test", test))

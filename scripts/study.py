@@ -40,6 +40,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--memories", type=int, nargs="+", help="memories L for Lemma 1 (default: the study's)"
     )
+    parser.add_argument(
+        "--records",
+        help="folder of the per-model records (e.g. results/depth/models): a model recorded there is not "
+        "trained or analysed again, and the report reads the records (default: none)",
+    )
     parser.add_argument("--redo", help="redo this stage and every later one (a stage's name, e.g. lemma1)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args, overrides = parser.parse_known_args(argv)
@@ -56,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             memories=args.memories,
             overrides=parse_overrides(overrides),
         )
-        pipeline = make_pipeline(settings, out, kind="study", progress=not args.quiet)
+        pipeline = make_pipeline(settings, out, kind="study", progress=not args.quiet, records=args.records)
         state = run_pipeline(pipeline, redo=args.redo)
     except (ValueError, RuntimeError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -66,8 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     for depth in results["depths"]:
         kl, agreement = depth["kl_bayes_model"]["mean"], depth["agreement"]["mean"]
         print(f"  {depth['depth']:>2} layers: KL to Bayes {kl:.3f}, agreement {agreement:.3f}")
-        for claim in depth["claims"]:
-            print(f"      {claim['holds_in']}/{claim['seeds']}  Fig {claim['figure']:<5} {claim['claim']}")
+        for row in depth["verdicts"]:
+            effect = "n/a" if row["mean"] is None else f"{row['mean']:+.3f}"
+            print(f"      {row['label']:<20} effect {effect:>7}  Fig {row['figure']:<5} {row['claim']}")
     total = sum(record["seconds"] for record in state["stages"].values())
     print(f"\n{out / layout.REPORT_MD} written; stages took {total:.0f} s in all.")
     return 0

@@ -123,9 +123,11 @@ def reproduced_tiny(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def quick_studied(tmp_path_factory):
-    """`scripts/study.py --study quick`, end to end, once per session: (folder, its stdout)."""
+    """`scripts/study.py --study quick`, end to end, once per session, its records in the study
+    folder's sibling `records/`: (folder, its stdout)."""
     out = tmp_path_factory.mktemp("study") / "quick"
     command = [sys.executable, str(ROOT / "scripts" / "study.py"), "--study", "quick", "--out", str(out)]
+    command += ["--records", str(out.parent / "records")]
     done = subprocess.run(
         [*command, "--quiet"], capture_output=True, text=True, cwd=ROOT, timeout=600, check=False
     )

@@ -1,8 +1,12 @@
-"""A study's numbers across seeds and depths: every model's record (its distance to Bayes, its
-claims, its per-layer curves, its memory), each claim counted over seeds with the mean of its
-statistic and a t interval, and the tables the study report shows.
+"""A study's numbers across seeds and depths.
 
-Plain data in, plain data out; `summarize_study` alone reads the model folders' JSON.
+Every model leaves one small record (`model_record`: its distance to Bayes, its place on the
+ladder, the profiles of the model and its untrained twin, every claim's effect, its memory);
+`summarize_study` reads only records, so a study can be reported from committed records
+without the models. Per depth, each claim's per-seed effects are decided by
+`verdicts.decide` (holds / contradicted / undecided).
+
+Plain data in, plain data out; `model_record` alone reads a model folder's JSON.
 """
 
 from __future__ import annotations
@@ -11,109 +15,38 @@ import json
 from pathlib import Path
 
 from hmm_datasets.corpus import open_corpus
-from probing.run import summarize_probe_results
 
 from . import layout
-from .plots import SHUFFLE_PARTS
+from .claims import CLAIMS, claim_effects, layer_one, profiles
 from .settings import RunConfig, Settings, config_for_corpus
-from .summary import paper_claims
-from .verdicts import across_seeds
+from .verdicts import across_seeds, decide
+
+RECORD_VERSION = 1  # bumped when a record's statistics change: older records are refused
 
 
-def aggregate_claims(claims_per_seed: list[list[dict]]) -> list[dict]:
-    """One row per claim: in how many seeds it holds, and its statistic across seeds.
-
-    Each seed's claims are `paper_claims` records (`figure`, `claim`, `holds`, `statistic`);
-    claims are matched by their text.
-    """
-    order, by_claim = [], {}
-    for claims in claims_per_seed:
-        for claim in claims:
-            key = (claim["figure"], claim["claim"])
-            if key not in by_claim:
-                order.append(key)
-                by_claim[key] = []
-            by_claim[key].append(claim)
-    rows = []
-    for figure, text in order:
-        seen = by_claim[(figure, text)]
-        statistic = seen[0].get("statistic") or {}
-        rows.append(
-            {
-                "figure": figure,
-                "claim": text,
-                "holds_in": sum(bool(c["holds"]) for c in seen),
-                "seeds": len(seen),
-                "statistic": statistic.get("name"),
-                **across_seeds([(c.get("statistic") or {}).get("value") for c in seen]),
-            }
-        )
-    return rows
-
-
-def claims_table(depths: list[dict]) -> list[dict]:
-    """Claim x depth: one row per claim (in the order first seen), one cell per depth."""
-    rows, index = [], {}
-    for column, depth in enumerate(depths):
-        for claim in depth["claims"]:
-            key = (claim["figure"], claim["claim"])
-            if key not in index:
-                index[key] = len(rows)
-                rows.append(
-                    {**{k: claim[k] for k in ("figure", "claim", "statistic")}, "cells": [None] * len(depths)}
-                )
-            rows[index[key]]["cells"][column] = claim
-    return rows
-
-
-def per_layer(records: list[dict], target: str, metric: str, positions: str = "all") -> list[float | None]:
-    """Values of a per-layer metric (mean over heads), in layer order."""
-    chosen = sorted(
-        (
-            r
-            for r in records
-            if (r["target"], r["metric"], r.get("positions", "all")) == (target, metric, positions)
-            and r["layer"] is not None
-            and r["head"] is None
-        ),
-        key=lambda r: r["layer"],
-    )
-    return [r["value"] for r in chosen]
-
-
-def model_curves(probes: dict, depth: int) -> dict:
-    """The per-layer curves the study plots against relative depth l/L (`depth` layers)."""
-    records = probes["records"]
-    shuffle = {metric: per_layer(records, "shuffle", metric) for metric in SHUFFLE_PARTS}
-    return {
-        "attention_depth": [layer / depth for layer in range(1, depth + 1)],
-        "probe_depth": probes["relative_depth"],
-        "shuffle": {metric: values for metric, values in shuffle.items() if values},
-        "headroom_demo1": {
-            t: per_layer(records, t, "headroom_fraction", "demo1") for t in ("task", "hidden_state")
-        },
-        "previous_tokens": {
-            str(d): per_layer(records, f"previous_token_{d}", "accuracy")
-            for d in probes["settings"]["distances"]
-        },
-    }
-
-
-def model_record(depth: int, seed: int, folder: Path) -> dict:
-    """What one model's analyses say: its distance to Bayes, its claims, curves and memory."""
+def model_record(depth: int, seed: int, folder: Path, fingerprint: str) -> dict:
+    """What one model's analyses say, small enough to commit: distance to Bayes, the ladder,
+    Figure 1's excess KL, the profiles of the model and its twin, every claim's effect, memory."""
     fig1 = _read(folder / layout.ANALYSIS_FILES["figure1"])
     probes = _read(folder / layout.ANALYSIS_FILES["probes"])
-    memory = _read(folder / layout.ANALYSIS_FILES["model_memory"])
-    peaks = probes["patterns"]["figure3b"]["by_distance"]
+    knockout_path = folder / layout.ANALYSIS_FILES["knockout"]
+    knockout = _read(knockout_path) if knockout_path.is_file() else None
+    both = profiles(fig1, probes, knockout, depth)
     return {
+        "version": RECORD_VERSION,
+        "fingerprint": fingerprint,
         "depth": depth,
         "seed": seed,
         "model_vs_bayes": fig1["model_vs_bayes"],
         "ladder": fig1.get("ladder"),
-        "claims": paper_claims(fig1, summarize_probe_results(probes)),
-        "curves": model_curves(probes, depth),
-        "peak_layers": {distance: peak["peak_layer"] for distance, peak in peaks.items()},
-        "memory": memory,
+        "kl_bayes_by_num_demos": {
+            "demo_counts": fig1["demo_counts"],
+            **{name: fig1["kl_bayes_by_num_demos"][name] for name in ("model", "twin")},
+        },
+        "profiles": both,
+        "effects": claim_effects(both["trained"], both["twin"]),
+        "layer_one": {network: layer_one(profile) for network, profile in both.items()},
+        "memory": _read(folder / layout.ANALYSIS_FILES["model_memory"]),
     }
 
 
@@ -121,18 +54,59 @@ def _read(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
-def peak_row(depth: int, records: list[dict]) -> dict:
-    """One depth's Figure 3(b) peak layer per distance: per seed and across seeds."""
-    distances = list(records[0]["peak_layers"])
-    return {
-        "depth": depth,
-        "by_distance": {
-            d: {
-                "per_seed": [r["peak_layers"][d] for r in records],
-                **across_seeds([r["peak_layers"][d] for r in records]),
+def verdict_rows(records: list[dict]) -> list[dict]:
+    """One depth's claims: per claim the verdict on its per-seed effects, with the trained
+    model's and the twin's statistic across seeds."""
+    rows = []
+    for claim in CLAIMS:
+        seen = [record["effects"][claim.key] for record in records]
+        rows.append(
+            {
+                "key": claim.key,
+                "figure": claim.figure,
+                "claim": claim.text,
+                "statistic": claim.statistic,
+                "direction": claim.direction,
+                "per_seed": [value["effect"] for value in seen],
+                **decide([value["effect"] for value in seen], claim.direction),
+                "trained": across_seeds([value["trained"] for value in seen]),
+                "twin": across_seeds([value["twin"] for value in seen]),
             }
-            for d in distances
+        )
+    return rows
+
+
+def verdict_table(depths: list[dict]) -> list[dict]:
+    """Claim x depth: one row per claim, one cell (its verdict at that depth) per depth."""
+    return [
+        {
+            **{key: depth_rows[0][key] for key in ("key", "figure", "claim", "statistic", "direction")},
+            "cells": list(depth_rows),
+        }
+        for depth_rows in zip(*(depth["verdicts"] for depth in depths))
+    ]
+
+
+def kl_by_demos(records: list[dict]) -> dict:
+    """KL(Bayes ‖ model) and the twin's by number of demonstrations, across seeds."""
+    curves = [record["kl_bayes_by_num_demos"] for record in records]
+    return {
+        "demo_counts": curves[0]["demo_counts"],
+        **{
+            name: [across_seeds(list(values)) for values in zip(*(c[name] for c in curves))]
+            for name in ("model", "twin")
         },
+    }
+
+
+def layer_one_row(records: list[dict]) -> dict:
+    """Layer 1 apart: its position-only change and knock-out damage, model and twin, across seeds."""
+    return {
+        network: {
+            key: across_seeds([record["layer_one"][network][key] for record in records])
+            for key in ("shuffle_position_only", "knockout_nll")
+        }
+        for network in ("trained", "twin")
     }
 
 
@@ -140,13 +114,11 @@ def memory_row(depth: int, records: list[dict]) -> dict:
     """One depth's fixed-memory behaviour across seeds (`memory.model_memory`)."""
     memories = [r["memory"] for r in records]
     at_best = [m["tv_full_vs_bayes_memory"][m["memories"].index(m["best_memory"])] for m in memories]
-    cut = [across_seeds(list(values)) for values in zip(*(m["tv_cut_vs_full"] for m in memories))]
     return {
         "depth": depth,
         "best": [m["best_memory"] for m in memories],
         "tv_at_best": across_seeds(at_best),
         "tv_full_bayes": across_seeds([m["full_vs_bayes"]["tv"] for m in memories]),
-        "cut_tv": [f"{c['mean']:.3f}" if c["mean"] is not None else "n/a" for c in cut],
     }
 
 
@@ -160,6 +132,7 @@ def ladder_across_seeds(ladders: list[dict | None]) -> dict:
     labels = {rung["name"]: rung["label"] for rung in ladders[0]["rungs"]}
     return {
         "model_accuracy": across_seeds([a["model"] for a in accuracy]),
+        "twin_accuracy": across_seeds([a.get("twin") for a in accuracy]),
         "best_in_context": labels[best[0]]
         if len(set(best)) == 1
         else ", ".join(sorted({labels[b] for b in best})),
@@ -170,21 +143,32 @@ def ladder_across_seeds(ladders: list[dict | None]) -> dict:
     }
 
 
-def summarize_study(
-    settings: Settings,
-    run: RunConfig,
-    models: list[tuple[int, int, Path]],
-    corpus_folder: Path,
-    lemma1_folder: Path,
-) -> dict:
-    """Claims per depth across seeds, next to each depth's KL and agreement with Bayes.
+def check_records(records: list[dict], fingerprint: str) -> None:
+    """`ValueError` for a record of other settings or of an older version of the statistics."""
+    for record in records:
+        where = f"the record of depth {record.get('depth')} seed {record.get('seed')}"
+        if record.get("version") != RECORD_VERSION:
+            raise ValueError(
+                f"{where} has version {record.get('version')}, these statistics are version {RECORD_VERSION}: "
+                "delete it (and its model folder's record.json) to analyse that model again."
+            )
+        if record.get("fingerprint") != fingerprint:
+            raise ValueError(
+                f"{where} was made with other settings (fingerprint {record.get('fingerprint')}, these: "
+                f"{fingerprint}): use another --records folder, or delete the records of the old settings."
+            )
 
-    `models` are (depth, seed, model folder) of every model; `run` is the study's run config.
+
+def summarize_study(
+    settings: Settings, run: RunConfig, records: list[dict], corpus_folder: Path, lemma1_folder: Path
+) -> dict:
+    """Verdicts per depth across seeds, next to each depth's KL and agreement with Bayes.
+
+    `records` are `model_record`s in the order of the grid; `run` is the study's run config.
     """
-    records = [model_record(depth, seed, folder) for depth, seed, folder in models]
     corpus = open_corpus(str(corpus_folder))
     depths = []
-    for depth in dict.fromkeys(depth for depth, _, _ in models):  # in the order of the grid
+    for depth in dict.fromkeys(r["depth"] for r in records):  # in the order of the grid
         mine = [r for r in records if r["depth"] == depth]
         depths.append(
             {
@@ -193,7 +177,10 @@ def summarize_study(
                 "kl_bayes_model": across_seeds([r["model_vs_bayes"]["kl_bayes_model"] for r in mine]),
                 "agreement": across_seeds([r["model_vs_bayes"]["agreement"] for r in mine]),
                 **ladder_across_seeds([r["ladder"] for r in mine]),
-                "claims": aggregate_claims([r["claims"] for r in mine]),
+                "kl_by_demos": kl_by_demos(mine),
+                "verdicts": verdict_rows(mine),
+                "layer_one": layer_one_row(mine),
+                "memory": memory_row(depth, mine),
             }
         )
     model = config_for_corpus(corpus.config, **run.model_sizes())
@@ -208,13 +195,7 @@ def summarize_study(
             for key in ("max_steps", "per_device_train_batch_size", "learning_rate")
         },
         "depths": depths,
-        "claims_table": claims_table(depths),
-        "peak_table": [
-            peak_row(d["depth"], [r for r in records if r["depth"] == d["depth"]]) for d in depths
-        ],
-        "memory_table": [
-            memory_row(d["depth"], [r for r in records if r["depth"] == d["depth"]]) for d in depths
-        ],
+        "verdict_table": verdict_table(depths),
         "lemma1": _read(lemma1_folder / layout.LEMMA1_JSON),
         "models": records,
         "figures": {**layout.STUDY_FIGURES, "lemma1": f"{layout.LEMMA1}/{layout.LEMMA1_PNG}"},

@@ -8,8 +8,8 @@ A reproduction (`scripts/reproduce.py`) is one model in its own folder; a study
       corpus/                            corpus/
       training/                          lemma1/
       figure1/ probes/ memory/           models/depth<L>-seed<s>/
-      model/                               training/ figure1/ probes/ memory/
-      run_config.yaml                      run_config.yaml
+      model/                               training/ figure1/ probes/ memory/ knockout/
+      run_config.yaml                      run_config.yaml record.json
       REPORT.md results.json             figures/
       reproduce_state.json               REPORT.md results.json study_state.json
 
@@ -35,6 +35,7 @@ TRAINING = "training"
 FIGURE1 = "figure1"
 PROBES = "probes"
 MEMORY = "memory"
+KNOCKOUT = "knockout"  # a model's rotary knock-out, layer by layer
 MODEL = "model"  # a reproduction's publishable checkpoint
 LEMMA1 = "lemma1"  # a study's Lemma 1 on the corpus (a reproduction keeps it in memory/)
 MODELS = "models"  # a study's model folders
@@ -51,6 +52,11 @@ LEMMA1_JSON = "lemma1.json"
 LEMMA1_PNG = "lemma1.png"
 MEMORY_JSON = "memory.json"
 MEMORY_PNG = "memory.png"
+KNOCKOUT_JSON = "knockout.json"
+KNOCKOUT_PNG = "knockout.png"
+RECORD_JSON = (
+    "record.json"  # a study model's small record: what the report reads (models/<name>.json in --records)
+)
 REPORT_MD = "REPORT.md"
 RESULTS_JSON = "results.json"
 
@@ -75,13 +81,14 @@ ANALYSIS_FILES = {
     "probes": Path(PROBES) / PROBES_JSON,
     "lemma1": Path(MEMORY) / LEMMA1_JSON,
     "model_memory": Path(MEMORY) / MEMORY_JSON,
+    "knockout": Path(KNOCKOUT) / KNOCKOUT_JSON,
 }
 STUDY_FIGURES = {  # figure -> file in a study's figures/
     name: f"{FIGURES}/{name}.png"
     for name in (
         "distance_to_bayes",
-        "shuffle_by_depth",
-        "headroom_by_depth",
+        "figure2_by_depth",
+        "beliefs_by_depth",
         "previous_tokens_by_depth",
         "memory_by_depth",
     )

@@ -10,10 +10,16 @@ stages, in order:
     lemma1                        a study: Lemma 1 on the corpus, once
     evaluate / probe / memory [<model>]
                                   per model: Figure 1 against Bayes; the probes and the shuffle
-                                  test with the untrained twin as control; the model cut to a
-                                  fixed memory (a reproduction adds Lemma 1 to memory/)
+                                  test with the untrained twin as control; the model against
+                                  fixed-memory Bayes predictors (a reproduction adds Lemma 1 to memory/)
+    record <model>                a study: the model's small record (`aggregate.model_record`),
+                                  also copied to the records folder when there is one
     model                         a reproduction: the checkpoint to publish, with its model card
     report                        results.json, REPORT.md (a study adds its figures)
+
+A study with a records folder (`--records`, e.g. results/depth/models) skips every stage of
+a model whose record is there: a study interrupted at any point goes on from the committed
+records without redoing a finished model, and its report reads records only.
 
 The folder's state file names the settings' fingerprint and every complete stage with its
 wall time. A rerun skips the complete stages and redoes the others; a folder made with other
@@ -48,7 +54,7 @@ from probing.plots import write_probe_results
 from probing.run import run_probing
 
 from . import layout
-from .aggregate import summarize_study
+from .aggregate import check_records, model_record, summarize_study
 from .evaluation import figure1, load_evaluation_data, write_figure1
 from .memory import write_lemma1, write_model_memory
 from .plots import plot_study
@@ -88,10 +94,23 @@ class Pipeline:
     models: list[ModelRun]
     num_processes: int = 1
     progress: bool = True
+    records: Path | None = None  # a study's committed records (one JSON per model)
 
     @property
     def corpus(self) -> Path:
         return self.out / layout.CORPUS
+
+    def record_path(self, m: ModelRun) -> Path | None:
+        """Where the records folder keeps model `m`'s record (None without a records folder)."""
+        return (
+            None
+            if self.records is None
+            else self.records / f"{layout.model_folder_name(m.depth, m.seed)}.json"
+        )
+
+    def has_record(self, m: ModelRun) -> bool:
+        path = self.record_path(m)
+        return path is not None and path.is_file()
 
     def model(self, depth: int, seed: int) -> ModelRun:
         return next(m for m in self.models if (m.depth, m.seed) == (depth, seed))
@@ -108,6 +127,7 @@ def make_pipeline(
     configs_dir: str | os.PathLike = CONFIGS_DIR,
     num_processes: int = 1,
     progress: bool = True,
+    records: str | os.PathLike | None = None,
 ) -> Pipeline:
     """Resolve `settings` for folder `out` as a reproduction or a study (`kind`): the run config
     read once, then one `ModelRun` per depth x seed, seed by seed (a study stopped early has
@@ -121,6 +141,8 @@ def make_pipeline(
         )
     if num_processes < 1:
         raise ValueError(f"--num-processes {num_processes} must be at least 1.")
+    if records is not None and kind != "study":
+        raise ValueError("--records keeps a study's per-model records: a reproduction has none.")
     if num_processes > 1 and not torch.cuda.is_available():
         raise ValueError(
             f"--num-processes {num_processes} needs as many GPUs and there is none: on a CPU the run uses "
@@ -132,6 +154,8 @@ def make_pipeline(
     models = []
     for seed in settings.seeds or (run.seed,):
         for depth in settings.depths or (run.depth,):
+            if settings.seeds and seed not in settings.seeds_of(depth):
+                continue
             folder, tag = out, ""
             if kind == "study":
                 folder = out / layout.MODELS / layout.model_folder_name(depth, seed)
@@ -141,20 +165,24 @@ def make_pipeline(
                 training["disable_tqdm"] = True
             placed = run.with_overrides({"model": {"num_hidden_layers": depth}, "training": training})
             models.append(ModelRun(depth, seed, folder, placed, tag))
-    return Pipeline(settings, out, kind, run, models, num_processes, progress)
+    records = None if records is None else Path(records)
+    return Pipeline(settings, out, kind, run, models, num_processes, progress, records)
 
 
 def stage_plan(pipeline: Pipeline, state: dict) -> dict[str, Callable[[], None]]:
     """Every stage of the pipeline, in order (the module docstring)."""
     p, study = pipeline, pipeline.kind == "study"
+    to_run = [m for m in p.models if not p.has_record(m)]  # a recorded model is finished
     plan = {"corpus": functools.partial(build_corpus, p)}
-    plan.update({m.stage("train"): functools.partial(train_model, p, m) for m in p.models})
+    plan.update({m.stage("train"): functools.partial(train_model, p, m) for m in to_run})
     if study:
         plan["lemma1"] = functools.partial(measure_lemma1, p)
-    for m in p.models:
+    for m in to_run:
         plan[m.stage("evaluate")] = functools.partial(evaluate_model, p, m)
         plan[m.stage("probe")] = functools.partial(probe_model, p, m)
         plan[m.stage("memory")] = functools.partial(measure_memory, p, m, with_lemma1=not study)
+        if study:
+            plan[m.stage("record")] = functools.partial(record_model, p, m)
     if not study:
         plan["model"] = functools.partial(package_model, p, p.models[0])
     plan["report"] = functools.partial(write_study_report if study else write_report, p, state)
@@ -204,6 +232,8 @@ def forget_stages(state: dict, stages: list[str], first: str) -> dict:
 def run_pipeline(pipeline: Pipeline, *, redo: str | None = None, log: Callable[[str], None] = print) -> dict:
     """Run every stage the state does not mark complete, in order; returns the final state."""
     state = read_state(pipeline)
+    recorded = [read_record(pipeline, m) for m in pipeline.models if pipeline.has_record(m)]
+    check_records(recorded, pipeline.fingerprint())  # before anything is written
     if redo is not None:
         state = forget_stages(state, stage_names(pipeline), redo)
     plan = stage_plan(pipeline, state)
@@ -326,6 +356,20 @@ def measure_memory(p: Pipeline, m: ModelRun, with_lemma1: bool) -> None:
     layout.build_folder(m.path(layout.MEMORY), write)
 
 
+def record_model(p: Pipeline, m: ModelRun) -> None:
+    """The model's small record in its folder, and in the records folder when there is one."""
+    record = json.dumps(model_record(m.depth, m.seed, m.folder, p.fingerprint()), indent=1) + "\n"
+    layout.write_text(m.path(layout.RECORD_JSON), record)
+    if p.records is not None:
+        layout.write_text(p.record_path(m), record)
+
+
+def read_record(p: Pipeline, m: ModelRun) -> dict:
+    """Model `m`'s record: from the records folder, else from its model folder."""
+    path = p.record_path(m) if p.has_record(m) else m.path(layout.RECORD_JSON)
+    return json.loads(path.read_text())
+
+
 def package_model(p: Pipeline, m: ModelRun) -> None:
     """The checkpoint to publish: final weights, code and configs, the analyses, the model card."""
     trained, final = m.path(layout.TRAINING), p.out / layout.MODEL
@@ -382,8 +426,9 @@ def write_report(p: Pipeline, state: dict) -> None:
 
 def write_study_report(p: Pipeline, state: dict) -> None:
     """A study's figures, results.json and REPORT.md."""
-    models = [(m.depth, m.seed, m.folder) for m in p.models]
-    summary = summarize_study(p.settings, p.run, models, p.corpus, p.out / layout.LEMMA1)
+    records = [read_record(p, m) for m in p.models]
+    check_records(records, p.fingerprint())
+    summary = summarize_study(p.settings, p.run, records, p.corpus, p.out / layout.LEMMA1)
     summary["stage_seconds"] = stage_seconds(state)
     summary["machine"] = machine = machine_description()
     layout.build_folder(p.out / layout.FIGURES, lambda staging: plot_study(summary, staging))

@@ -1,5 +1,6 @@
 """The depth-and-seed study's figures: each depth's curves against relative depth l/L, the
-mean over seeds with a band from the lowest to the highest seed."""
+mean over seeds with a band from the lowest to the highest seed, the trained models solid and
+their untrained twins dashed."""
 
 from __future__ import annotations
 
@@ -11,15 +12,8 @@ from probing.figures import pyplot, save_figure
 
 from . import layout
 
-SHUFFLE_PARTS = {  # probe_results.json metric -> (panel title, y label)
-    "relative_logit_change": ("total change", "relative change of attention logits"),
-    "position_only_change": ("position-only part", "relative change of attention logits"),
-    "content_change": ("content part", "relative change of attention logits"),
-    "weighted_attention_tv": ("attention over demonstrations", "TV, weighted by demonstration mass"),
-}
 
-
-def seed_band(ax, x, curves: list[list[float | None]], label: str, color, line: str = "-") -> None:
+def seed_band(ax, x, curves: list[list[float | None]], label: str | None, color, line: str = "-") -> None:
     """Mean over seeds and the min..max band of equally long curves."""
     values = np.array([[np.nan if v is None else v for v in c] for c in curves], dtype=float)
     if values.size == 0 or np.isnan(values).all():
@@ -28,6 +22,12 @@ def seed_band(ax, x, curves: list[list[float | None]], label: str, color, line: 
         ax.plot(x, np.nanmean(values, 0), line, color=color, marker="o", ms=3, label=label)
         if values.shape[0] > 1:
             ax.fill_between(x, np.nanmin(values, 0), np.nanmax(values, 0), color=color, alpha=0.15)
+
+
+def legend(ax, size: int) -> None:
+    """A legend where the panel has labelled lines."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=size)
 
 
 def by_depth(summary: dict) -> dict[int, list[dict]]:
@@ -57,89 +57,109 @@ def plot_distance_to_bayes(summary: dict, path: Path) -> None:
     save_figure(fig, path)
 
 
-def plot_shuffle_by_depth(summary: dict, path: Path) -> None:
-    """Figure 2 across depths: one panel per part of the change, one line per depth."""
+NETWORKS = {"trained": ("-", "trained"), "twin": ("--", "untrained twin")}
+
+
+def profile_curves(records: list[dict], network: str, key: str, *path: str) -> list[list[float | None]]:
+    """One curve of every record's `network` profile (`profiles[network][key][path...]`)."""
+    curves = []
+    for record in records:
+        value = record["profiles"][network][key]
+        for step in path:  # a curve a model lacks (a belief group too small to fit) is left out
+            value = (value or {}).get(step)
+        curves.append(value if value is not None else [])
+    return curves
+
+
+def trained_and_twin(ax, records: list[dict], x_key: str, key: str, *path: str, label: str, color) -> None:
+    """A depth's curve for the trained models (solid) and their twins (dashed), over seeds."""
+    x = records[0]["profiles"]["trained"][x_key]
+    for network, (line, name) in NETWORKS.items():
+        curves = [c for c in profile_curves(records, network, key, *path) if len(c) == len(x)]
+        if curves:
+            seed_band(ax, x, curves, f"{label}, {name}" if network == "trained" else None, color, line)
+
+
+def plot_figure2_by_depth(summary: dict, path: Path) -> None:
+    """Figure 2 across depths against the twin: the shuffle test's position-only change and the
+    NLL increase with one layer's rotary off, per layer (layer 1 at l/L = 1/L)."""
     plt = pyplot()
-    groups = by_depth(summary)
-    parts = [p for p in SHUFFLE_PARTS if any(p in r["curves"]["shuffle"] for r in summary["models"])]
-    columns = 2
-    rows = -(-len(parts) // columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 3.8 * rows), squeeze=False)
-    for ax in axes.flat[len(parts) :]:
-        ax.set_visible(False)
-    for ax, part in zip(axes.flat, parts):
-        for index, (depth, records) in enumerate(groups.items()):
-            x = records[0]["curves"]["attention_depth"]
-            seed_band(
-                ax, x, [r["curves"]["shuffle"].get(part, []) for r in records], f"{depth} layers", f"C{index}"
-            )
-        ax.axvspan(0.5, 15 / 16, color="grey", alpha=0.08)
-        ax.set_xlabel("relative depth l/L (shaded: the paper's upper layers)")
-        title, ylabel = SHUFFLE_PARTS[part]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.9))
+    panels = {
+        "shuffle_position_only": "position-only change of attention logits",
+        "knockout_nll": "NLL increase, that layer's rotary off (nats/token)",
+    }
+    for ax, (key, ylabel) in zip(axes, panels.items()):
+        for index, (depth, records) in enumerate(by_depth(summary).items()):
+            trained_and_twin(ax, records, "attention_depth", key, label=f"{depth} layers", color=f"C{index}")
+        ax.set_xlabel("relative depth l/L (dashed: untrained twins)")
         ax.set_ylabel(ylabel)
-        ax.set_title(f"shuffle test: {title}")
-        ax.legend(fontsize=7)
+        legend(ax, 7)
     save_figure(fig, path)
 
 
-def plot_headroom_by_depth(summary: dict, path: Path) -> None:
-    """Figure 3(a) across depths: headroom fraction on the first demonstration, task and hidden state."""
+def plot_beliefs_by_depth(summary: dict, path: Path) -> None:
+    """Figure 3(a) by belief regression: held-out R² of each exact belief on the first
+    demonstration, per layer, trained (solid) and twin (dashed)."""
     plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
-    for ax, target in zip(axes, ("hidden_state", "task")):
+    beliefs = ("task_posterior", "state_filter", "joint_posterior")
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8), sharey=True)
+    for ax, belief in zip(axes, beliefs):
         for index, (depth, records) in enumerate(by_depth(summary).items()):
-            x = records[0]["curves"]["probe_depth"]
-            seed_band(
+            trained_and_twin(
                 ax,
-                x,
-                [r["curves"]["headroom_demo1"][target] for r in records],
-                f"{depth} layers",
-                f"C{index}",
+                records,
+                "probe_depth",
+                "belief_r2",
+                belief,
+                "demo1",
+                label=f"{depth} layers",
+                color=f"C{index}",
             )
         ax.axhline(0, color="grey", lw=0.6)
-        ax.axhline(1, color="grey", lw=0.6)
-        ax.set_xlabel("relative depth l/L (0: embeddings)")
-        ax.set_ylabel("fraction of headroom above token only")
-        ax.set_title(f"{target.replace('_', ' ')}, first demonstration")
-        ax.legend(fontsize=7)
+        ax.set_xlabel("relative depth l/L (0: embeddings; dashed: twins)")
+        ax.set_title(f"{belief.replace('_', ' ')}, demonstration 1")
+    axes[0].set_ylabel("held-out R²")
+    legend(axes[0], 7)
     save_figure(fig, path)
 
 
 def plot_previous_tokens_by_depth(summary: dict, path: Path) -> None:
-    """Figure 3(b) across depths: one panel per depth, one line per distance."""
+    """Figure 3(b) across depths: one panel per depth, one colour per distance, twins dashed."""
     plt = pyplot()
     groups = by_depth(summary)
     fig, axes = plt.subplots(1, len(groups), figsize=(3.6 * len(groups), 3.4), squeeze=False, sharey=True)
     for ax, (depth, records) in zip(axes[0], groups.items()):
-        x = records[0]["curves"]["probe_depth"]
-        for index, distance in enumerate(records[0]["curves"]["previous_tokens"]):
-            curves = [r["curves"]["previous_tokens"][distance] for r in records]
-            seed_band(ax, x, curves, f"k={distance}", f"C{index}")
+        for index, distance in enumerate(records[0]["profiles"]["trained"]["previous_tokens"]):
+            trained_and_twin(
+                ax,
+                records,
+                "probe_depth",
+                "previous_tokens",
+                distance,
+                label=f"k={distance}",
+                color=f"C{index}",
+            )
         ax.set_title(f"{depth} layers")
         ax.set_xlabel("relative depth l/L")
     axes[0][0].set_ylabel("previous-token probe accuracy")
-    axes[0][0].legend(fontsize=7)
+    legend(axes[0][0], 6)
     save_figure(fig, path)
 
 
 def plot_memory_by_depth(summary: dict, path: Path) -> None:
-    """Each depth's distance to the memory-L Bayes predictor, and to itself cut to L tokens."""
+    """Each depth's distance to the memory-L Bayes predictors (the model sees its whole context)."""
     plt = pyplot()
     memories = summary["study"]["memories"]
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
-    keys = {
-        "tv_full_vs_bayes_memory": "TV(model, memory-L Bayes)",
-        "tv_cut_vs_full": "TV(model cut to L, model)",
-    }
-    for ax, (key, label) in zip(axes, keys.items()):
-        for index, (depth, records) in enumerate(by_depth(summary).items()):
-            curves = [r["memory"][key] for r in records]
-            seed_band(ax, memories, curves, f"{depth} layers", f"C{index}")
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(memories, [str(m) for m in memories])
-        ax.set_xlabel("memory L (tokens)")
-        ax.set_ylabel(label)
-        ax.legend(fontsize=7)
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    for index, (depth, records) in enumerate(by_depth(summary).items()):
+        curves = [r["memory"]["tv_full_vs_bayes_memory"] for r in records]
+        seed_band(ax, memories, curves, f"{depth} layers", f"C{index}")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(memories, [str(m) for m in memories])
+    ax.set_xlabel("memory L (tokens)")
+    ax.set_ylabel("TV(model, memory-L Bayes)")
+    legend(ax, 7)
     save_figure(fig, path)
 
 
@@ -147,8 +167,8 @@ def plot_study(summary: dict, folder: Path) -> None:
     """Every figure of the study's report into `folder`."""
     plots = {
         "distance_to_bayes": plot_distance_to_bayes,
-        "shuffle_by_depth": plot_shuffle_by_depth,
-        "headroom_by_depth": plot_headroom_by_depth,
+        "figure2_by_depth": plot_figure2_by_depth,
+        "beliefs_by_depth": plot_beliefs_by_depth,
         "previous_tokens_by_depth": plot_previous_tokens_by_depth,
         "memory_by_depth": plot_memory_by_depth,
     }

@@ -82,9 +82,10 @@ def test_a_probing_run_reports_every_layer_target_and_pattern(tiny_model, tmp_pa
     assert np.intersect1d(train, test).size == 0 and train.size + test.size == 4 * 12
     for name in ("task_posterior", "state_filter", "joint_posterior"):
         for metric in ("r2", "kl", "untrained_r2", "untrained_kl"):
-            for positions in ("all", "demo1", "test"):
+            for positions in ("all", "test"):  # demonstration 1 has too few positions here to fit on
                 found = curve(results["records"], f"belief_{name}", metric, positions)
                 assert found["layer"].tolist() == [0, 1, 2] and np.isfinite(found["value"]).all()
+            assert curve(results["records"], f"belief_{name}", metric, "demo1")["layer"].size == 0
     assert result.attention.shape == (2, 1, 2, 52, 52)  # tiny rows: 4 x (8 + 1) + 16 tokens
     np.testing.assert_allclose(result.attention.sum(-1), 1.0, atol=1e-5)
     paths = write_probe_results(result, tmp_path)

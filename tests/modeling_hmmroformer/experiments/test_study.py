@@ -7,18 +7,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from modeling_hmmroformer.experiments.aggregate import aggregate_claims, claims_table
+from modeling_hmmroformer.experiments.claims import CLAIMS
 from modeling_hmmroformer.experiments.pipeline import build_corpus, make_pipeline, run_pipeline, stage_names
 from modeling_hmmroformer.experiments.settings import PRESETS, Settings, get_settings
 from modeling_hmmroformer.experiments.training import prepare
-from modeling_hmmroformer.experiments.verdicts import across_seeds
 from probing.capture import untrained_twin
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def quick_study(out, **changes):
-    return make_pipeline(get_settings("quick", **changes), out, kind="study", progress=False)
+def quick_study(out, records=None, **changes):
+    return make_pipeline(get_settings("quick", **changes), out, kind="study", progress=False, records=records)
 
 
 def test_the_quick_study_reports_every_claim_at_every_depth(quick_studied):
@@ -28,11 +27,23 @@ def test_the_quick_study_reports_every_claim_at_every_depth(quick_studied):
     assert [d["depth"] for d in results["depths"]] == list(config.depths)
     assert len(results["models"]) == len(config.depths) * len(config.seeds)
     report = (out / "REPORT.md").read_text()
-    for row in results["claims_table"]:
+    assert [row["key"] for row in results["verdict_table"]] == [claim.key for claim in CLAIMS]
+    for row in results["verdict_table"]:
         assert row["claim"] in report
-        for cell in row["cells"]:
-            assert cell["seeds"] == len(config.seeds) and 0 <= cell["holds_in"] <= cell["seeds"]
-            assert f"**{cell['holds_in']}/{cell['seeds']}**" in report
+        for cell in row["cells"]:  # at most two seeds: never decided, and says so
+            plural = "" if cell["n"] == 1 else "s"
+            assert cell["verdict"] == "undecided" and cell["label"] == f"undecided ({cell['n']} seed{plural})"
+            assert cell["n"] <= 2
+    assert "**undecided (2 seeds)**" in report
+    for model in results["models"]:  # the twin is scored beside every model
+        effects = model["effects"]
+        assert (
+            effects["demonstrations"]["twin"] is not None
+            and effects["falls_with_distance"]["effect"] is not None
+        )
+        assert model == json.loads(
+            (out.parent / "records" / f"depth{model['depth']}-seed{model['seed']}.json").read_text()
+        )
     for depth in results["depths"]:
         assert f"{depth['kl_bayes_model']['mean']:.3f}" in report
         below = sum(
@@ -41,22 +52,44 @@ def test_the_quick_study_reports_every_claim_at_every_depth(quick_studied):
             if model["depth"] == depth["depth"]
         )
         assert depth["below_in_context"] == below  # the ladder: seeds below the in-context baseline
-        assert f"| {depth['depth']} | {depth['model_accuracy']['mean']:.3f}" in report
+        assert f"| {depth['model_accuracy']['mean']:.3f}" in report
         assert f"{below} of {len(config.seeds)} |" in report
-    figures = (
-        "distance_to_bayes",
-        "shuffle_by_depth",
-        "headroom_by_depth",
-        "previous_tokens_by_depth",
-        "memory_by_depth",
-    )
-    for figure in figures:
+    for figure in ("distance_to_bayes", "figure2_by_depth", "beliefs_by_depth", "previous_tokens_by_depth"):
         assert (out / "figures" / f"{figure}.png").stat().st_size > 0
     assert (out / "lemma1" / "lemma1.png").stat().st_size > 0
     assert set(json.loads((out / "study_state.json").read_text())["stages"]) == set(
         stage_names(quick_study(out))
     )
-    assert "layers: KL to Bayes" in stdout
+    assert "layers: KL to Bayes" in stdout and "undecided (2 seeds)" in stdout
+
+
+def test_a_study_goes_on_from_its_records_without_the_models(quick_studied, tmp_path):
+    out, _ = quick_studied
+    records = out.parent / "records"
+    fresh = quick_study(tmp_path / "again", records=records)  # a clone: the records, no model folders
+    assert stage_names(fresh) == ["corpus", "lemma1", "report"]
+    run_pipeline(fresh, log=lambda line: None)
+    again = json.loads((tmp_path / "again" / "results.json").read_text())
+    first = json.loads((out / "results.json").read_text())
+    assert again["verdict_table"] == first["verdict_table"] and again["models"] == first["models"]
+    # one record missing: that model alone is trained and analysed again
+    partial = tmp_path / "partial"
+    partial.mkdir()
+    for path in records.iterdir():
+        if path.name != "depth3-seed1.json":
+            (partial / path.name).write_bytes(path.read_bytes())
+    names = stage_names(quick_study(tmp_path / "p", records=partial))
+    assert [name for name in names if "seed" in name] == [
+        "train depth3 seed1",
+        "evaluate depth3 seed1",
+        "probe depth3 seed1",
+        "memory depth3 seed1",
+        "record depth3 seed1",
+    ]
+    # records of other settings are refused before anything is written
+    with pytest.raises(ValueError, match="other settings"):
+        run_pipeline(quick_study(tmp_path / "other", records=records, eval_rows=16))
+    assert not (tmp_path / "other").exists()
 
 
 def test_a_rerun_skips_every_stage_and_other_settings_are_refused(quick_studied):
@@ -101,36 +134,24 @@ def test_a_study_is_a_grid_of_models_each_in_its_folder(tmp_path):
         "train depth2 seed1",
         "train depth3 seed1",
     ]
-    assert names[5:9] == ["lemma1", "evaluate depth2 seed0", "probe depth2 seed0", "memory depth2 seed0"]
+    assert names[5:10] == [
+        "lemma1",
+        "evaluate depth2 seed0",
+        "probe depth2 seed0",
+        "memory depth2 seed0",
+        "record depth2 seed0",
+    ]
     assert names[-1] == "report" and "model" not in names
     # a one-model pipeline as a study: the study layout, not the reproduction's
     single = make_pipeline(get_settings("tiny"), tmp_path / "t", kind="study", progress=False)
     assert [m.folder.name for m in single.models] == ["depth2-seed0"]
 
 
-def claim(text: str, holds: bool, value: float) -> dict:
-    return {"figure": "2", "claim": text, "holds": holds, "statistic": {"name": "stat", "value": value}}
-
-
-def test_claims_are_counted_over_seeds_with_a_t_interval():
-    per_seed = [
-        [claim("a", True, 1.0), claim("b", False, -1.0)],
-        [claim("a", True, 2.0), claim("b", True, 1.0)],
-        [claim("a", False, 3.0), claim("b", False, 0.0)],
-    ]
-    rows = {row["claim"]: row for row in aggregate_claims(per_seed)}
-    assert (rows["a"]["holds_in"], rows["a"]["seeds"]) == (2, 3)
-    assert (rows["b"]["holds_in"], rows["b"]["seeds"]) == (1, 3)
-    assert rows["a"]["mean"] == pytest.approx(2.0)
-    # mean 2, sd 1, n 3: 2 +- 4.303 / sqrt(3)
-    assert rows["a"]["ci_low"] == pytest.approx(2 - 4.303 / 3**0.5)
-    assert rows["a"]["ci_high"] == pytest.approx(2 + 4.303 / 3**0.5)
-    one = across_seeds([0.5])
-    assert one["mean"] == 0.5 and one["ci_low"] is None
-    assert across_seeds([None, float("nan")])["n"] == 0
-    table = claims_table([{"claims": aggregate_claims(per_seed)}, {"claims": aggregate_claims(per_seed[:1])}])
-    assert [row["claim"] for row in table] == ["a", "b"]
-    assert [cell["holds_in"] for cell in table[0]["cells"]] == [2, 1]
+def test_a_grid_can_train_fewer_seeds_at_some_depths(tmp_path):
+    study = quick_study(tmp_path / "s", seeds=(0, 1, 2), seeds_per_depth={2: 1})
+    assert [(m.depth, m.seed) for m in study.models] == [(2, 0), (3, 0), (3, 1), (3, 2)]
+    default = PRESETS["default"]
+    assert {depth: len(default.seeds_of(depth)) for depth in default.depths} == {2: 3, 4: 6, 8: 3, 16: 6}
 
 
 @pytest.mark.parametrize(
