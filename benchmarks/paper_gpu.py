@@ -183,7 +183,7 @@ def format_table(measured: dict) -> str:
         rows.append(("peak GPU memory, training", f"{memory['training']:.1f} GiB"))
     if memory["pipeline"] is not None:
         rows.append(("peak GPU memory, whole pipeline", f"{memory['pipeline']:.1f} GiB"))
-    rows += [(f"Fig {c['figure']}: {c['claim']}", "yes" if c["holds"] else "no") for c in measured["claims"]]
+    rows += [(f"Fig {c['figure']}: {c['claim']}", c["label"]) for c in measured["claims"]]
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
 

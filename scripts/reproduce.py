@@ -54,8 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     results = json.loads((out / layout.RESULTS_JSON).read_text())
     print()
     for claim in results["claims"]:
-        verdict = "yes" if claim["holds"] else "NO "
-        print(f"  Fig {claim['figure']:<5} {verdict}  {claim['claim']}: {claim['measured']}")
+        effect = "n/a" if claim["effect"] is None else f"{claim['effect']:+.3f}"
+        print(f"  Fig {claim['figure']:<5} effect over the twin {effect:>7}  {claim['claim']} ({claim['label']})")
     total = sum(record["seconds"] for record in state["stages"].values())
     print(f"\n{out / layout.REPORT_MD} written; stages took {total:.0f} s in all.")
     return 0

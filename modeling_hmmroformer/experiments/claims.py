@@ -246,8 +246,8 @@ def profiles(figure1: dict, probes: dict, knockout: dict | None, depth: int) -> 
             "attention_depth": [layer / depth for layer in range(1, depth + 1)],
             **figure1_profile(figure1, name),
             **probes_profile(probes, prefix),
-            "knockout_nll": None if knockout is None else knockout[network]["delta_nll"],
-            "knockout_kl": None if knockout is None else knockout[network]["delta_kl"],
+            "knockout_nll": None if knockout is None else knockout[network]["delta_nll"]["value"],
+            "knockout_kl": None if knockout is None else knockout[network]["delta_kl"]["value"],
         }
     return out
 

@@ -7,7 +7,7 @@ A reproduction (`scripts/reproduce.py`) is one model in its own folder; a study
     <reproduction>/                    <study>/
       corpus/                            corpus/
       training/                          lemma1/
-      figure1/ probes/ memory/           models/depth<L>-seed<s>/
+      figure1/ probes/ memory/ knockout/ models/depth<L>-seed<s>/
       model/                               training/ figure1/ probes/ memory/ knockout/
       run_config.yaml                      run_config.yaml record.json
       REPORT.md results.json             figures/
@@ -98,4 +98,5 @@ CARD_FIGURES = {
     **{name: f"{PROBES}/{file}" for name, file in PROBE_FIGURES.items()},
     "lemma1": f"{MEMORY}/{LEMMA1_PNG}",
     "memory": f"{MEMORY}/{MEMORY_PNG}",
+    "knockout": f"{KNOCKOUT}/{KNOCKOUT_PNG}",
 }

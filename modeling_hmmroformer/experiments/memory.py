@@ -32,8 +32,10 @@ from tqdm.auto import tqdm
 from hmm_datasets import BayesOptimalPredictor, HMMParams
 from hmm_datasets.memory import (
     FIT_FLOOR,
+    LOW_RANK,
     check_memories,
     lemma1,
+    low_rank_lemma1,
     masked_mean,
     memory_bayes_probs,
     scored_positions,
@@ -210,25 +212,73 @@ def _plot_tv(ax, memories: np.ndarray, curve: dict, color, label: str) -> float:
     return float(tv[shown].min(initial=np.inf))
 
 
+PER_TASK = {
+    "oracle_per_task": "C1",  # the corpus
+    "low_rank_oracle_per_task": "C2",  # its low-rank variant
+}
+
+
+def _rank_label(block: dict) -> str:
+    """`full rank` or `rank d`, with the Spearman correlation of rate and observability."""
+    rank = "full rank" if block["transition_rank"] is None else f"rank {block['transition_rank']}"
+    rho = block["rate_observability_spearman"]
+    return f"{rank} (Spearman {'n/a' if rho is None else f'{rho:.2f}'})"
+
+
+def _plot_rates(ax, result: dict) -> None:
+    """Per task, the oracle's fitted decay rate against its observability coefficient, for the
+    corpus and its low-rank variant (horizontal bars: lower to upper bound, where not exact)."""
+    blocks = [(result[key], color) for key, color in PER_TASK.items() if result.get(key)]
+    shown = []
+    for block, color in blocks:
+        records = [record for record in block["tasks"] if record["fit"]["rate"] is not None]
+        if not records:
+            continue
+        x = np.array([record["observability"] for record in records])
+        upper = np.array([record["observability_upper"] for record in records])
+        rates = [record["fit"]["rate"] for record in records]
+        ax.errorbar(
+            x,
+            rates,
+            xerr=[np.zeros_like(x), upper - x],
+            fmt="o",
+            color=color,
+            alpha=0.8,
+            label=_rank_label(block),
+        )
+        shown.extend(x)
+    if not shown:
+        ax.text(0.5, 0.5, "no per-task decay rate to show", ha="center", va="center", transform=ax.transAxes)
+    elif min(shown) > 0:
+        ax.set_xscale("log")
+    ax.set_xlabel("observability coefficient γ (Assumption 2)")
+    ax.set_ylabel("fitted decay rate per token (oracle, one task)")
+    ax.set_title("Lemma 1 per HMM: rate vs observability")
+    if shown:
+        ax.legend(fontsize=8)
+
+
 def plot_lemma1(result: dict, path: str | Path) -> Path:
-    """Mean TV vs L on a log axis with the fitted C exp(-rate L) lines (left), argmax agreement vs L (right)."""
+    """Mean TV vs L on a log axis with the fitted C exp(-rate L) lines (left), argmax agreement vs L
+    (middle), and per task the oracle's decay rate vs the task's observability coefficient (right)."""
     plt = pyplot()
     memories = np.asarray(result["memories"])
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (left, middle, right) = plt.subplots(1, 3, figsize=(16, 4.2))
     smallest = np.inf
     for name, (color, label) in VARIANTS.items():
         smallest = min(smallest, _plot_tv(left, memories, result[name], color, label))
-        right.plot(memories, result[name]["agreement"], "o-", color=color, label=label)
+        middle.plot(memories, result[name]["agreement"], "o-", color=color, label=label)
     left.set_yscale("log")
     if np.isfinite(smallest):  # interval ends near zero would stretch the axis to the rounding floor
         left.set_ylim(bottom=smallest / 30)
     left.set_ylabel("mean total variation to the full predictor")
     left.set_title("Lemma 1: distance vs memory")
-    right.set_ylabel("top-1 agreement with the full predictor")
-    right.set_title("argmax agreement vs memory")
-    for ax in (left, right):
+    middle.set_ylabel("top-1 agreement with the full predictor")
+    middle.set_title("argmax agreement vs memory")
+    for ax in (left, middle):
         ax.set_xlabel("memory L (tokens)")
         ax.legend(fontsize=8)
+    _plot_rates(right, result)
     return save_figure(fig, path)
 
 
@@ -238,8 +288,16 @@ def write_json(result: dict, path: Path) -> Path:
 
 
 def write_lemma1(data: EvaluationData, memories: Sequence[int], folder: str | Path) -> dict:
-    """Lemma 1 on the rows of `data`: `lemma1.json` and `lemma1.png` in `folder`; returns the result."""
+    """Lemma 1 on the rows of `data`, and per task on as many rows of the low-rank variant of its
+    corpus (`low_rank_lemma1` at rank `LOW_RANK`, or S - 1 when that is smaller; none with one
+    state, then `low_rank_oracle_per_task` is None): `lemma1.json` and `lemma1.png` in `folder`;
+    returns the result."""
     result = lemma1(data.params, data.input_ids, data.task_ids, memories)
+    rank = min(LOW_RANK, data.config.num_states - 1)
+    rows = len(data.input_ids)
+    result["low_rank_oracle_per_task"] = (
+        low_rank_lemma1(data.config, memories, rows, rank=rank) if rank >= 1 else None
+    )
     write_json(result, Path(folder) / layout.LEMMA1_JSON)
     plot_lemma1(result, Path(folder) / layout.LEMMA1_PNG)
     return result

@@ -8,10 +8,11 @@ stages, in order:
     corpus                        the exported corpus (Parquet, HMM parameters, dataset card)
     train [<model>]               per model, in this process (resumes its last complete checkpoint)
     lemma1                        a study: Lemma 1 on the corpus, once
-    evaluate / probe / memory [<model>]
+    evaluate / probe / memory / knockout [<model>]
                                   per model: Figure 1 against Bayes; the probes and the shuffle
                                   test with the untrained twin as control; the model against
-                                  fixed-memory Bayes predictors (a reproduction adds Lemma 1 to memory/)
+                                  fixed-memory Bayes predictors (a reproduction adds Lemma 1 to
+                                  memory/); rotary off in one layer at a time, model and twin
     record <model>                a study: the model's small record (`aggregate.model_record`),
                                   also copied to the records folder when there is one
     model                         a reproduction: the checkpoint to publish, with its model card
@@ -48,8 +49,10 @@ import transformers
 
 from hmm_datasets.corpus import open_corpus
 from hmm_datasets.export import export_corpus
+from hmm_datasets.predictors import reference_predictors
 from model_cards.render import render_report, render_study_report, write_model_card
 from probing.capture import load_hmm_roformer, untrained_twin
+from probing.knockout import plot_rotary_knockout, rotary_knockout, scored_test_positions
 from probing.plots import write_probe_results
 from probing.run import run_probing
 
@@ -181,6 +184,7 @@ def stage_plan(pipeline: Pipeline, state: dict) -> dict[str, Callable[[], None]]
         plan[m.stage("evaluate")] = functools.partial(evaluate_model, p, m)
         plan[m.stage("probe")] = functools.partial(probe_model, p, m)
         plan[m.stage("memory")] = functools.partial(measure_memory, p, m, with_lemma1=not study)
+        plan[m.stage("knockout")] = functools.partial(measure_knockout, p, m)
         if study:
             plan[m.stage("record")] = functools.partial(record_model, p, m)
     if not study:
@@ -356,6 +360,25 @@ def measure_memory(p: Pipeline, m: ModelRun, with_lemma1: bool) -> None:
     layout.build_folder(m.path(layout.MEMORY), write)
 
 
+def measure_knockout(p: Pipeline, m: ModelRun) -> None:
+    """Rotary off in one layer at a time, for the model and its untrained twin, on the test
+    tokens of the memory rows (`probing.knockout`)."""
+    model, data = trained_model(m), load_evaluation_data(str(p.corpus), p.settings.memory_rows)
+    bayes = reference_predictors(data.params)["bayes"].next_token_probs(data.input_ids, data.task_ids)
+    scored = scored_test_positions(data.layout, len(data.input_ids))
+    networks = {"trained": model, "twin": untrained_twin(model, m.seed)}
+    result = {
+        name: rotary_knockout(network, data.input_ids, scored, bayes, progress=p.progress)
+        for name, network in networks.items()
+    }
+
+    def write(staging: Path) -> None:
+        layout.write_text(staging / layout.KNOCKOUT_JSON, json.dumps(result, indent=1) + "\n")
+        plot_rotary_knockout(result["trained"], staging / layout.KNOCKOUT_PNG, untrained=result["twin"])
+
+    layout.build_folder(m.path(layout.KNOCKOUT), write)
+
+
 def record_model(p: Pipeline, m: ModelRun) -> None:
     """The model's small record in its folder, and in the records folder when there is one."""
     record = json.dumps(model_record(m.depth, m.seed, m.folder, p.fingerprint()), indent=1) + "\n"
@@ -378,7 +401,7 @@ def package_model(p: Pipeline, m: ModelRun) -> None:
         for path in sorted(trained.iterdir()):
             if path.is_file() and path.suffix in MODEL_FILE_SUFFIXES:
                 shutil.copy2(path, staging / path.name)
-        for name in (layout.FIGURE1, layout.PROBES, layout.MEMORY):
+        for name in (layout.FIGURE1, layout.PROBES, layout.MEMORY, layout.KNOCKOUT):
             shutil.copytree(m.path(name), staging / name)
         write_model_card(staging, summarize_model_folder(staging), location=str(final))
 
@@ -394,6 +417,7 @@ REPORT_FILES = {
     f"{layout.FIGURE1}/": "Figure 1: figure1.json, figure1.png",
     f"{layout.PROBES}/": "Figures 2, 3(a), 3(b), 7: probe_results.json and the PNGs",
     f"{layout.MEMORY}/": "Lemma 1 (lemma1.json, lemma1.png) and the model's own memory (memory.json)",
+    f"{layout.KNOCKOUT}/": "the rotary knock-out, model and twin (knockout.json, knockout.png)",
     layout.RUN_CONFIG_COPY: "the run config training used",
     layout.state_file("reproduce"): "which stages are complete, with their wall times",
 }

@@ -26,11 +26,16 @@ def summary():
     return copy.deepcopy(SUMMARY)
 
 
-def test_the_results_section_shows_the_numbers_and_marks_a_claim_that_fails(summary):
-    summary["claims"][0] = {**summary["claims"][0], "holds": False}
+def test_the_results_section_shows_the_numbers_and_each_claims_effect_over_the_twin(summary):
+    summary["claims"][0] = {**summary["claims"][0], "trained": 0.25, "twin": 0.125, "effect": 0.125}
     section = render_results_section(summary)
-    assert f"| 1 | {summary['claims'][0]['claim']} | **no** |" in section
-    assert section.count("![") == 4 + len(summary["figure7"])  # Figures 1, 3(a), 3(b), 2, and 7
+    claim = summary["claims"][0]
+    assert (
+        f"| 1 | {claim['claim']} | {claim['statistic']} (+) | +0.250 | +0.125 | +0.125 | undecided (1 seed) |"
+        in section
+    )
+    # Figures 1, 3(a), 3(b), 2, 7, Lemma 1, the model's memory and the rotary knock-out
+    assert section.count("![") == 4 + len(summary["figure7"]) + 2 + 1
     for row in summary["in_context"]["headline"]:
         assert f"| {row['label']} | {row['model']} | {row['bayes']} |" in section
     for layer in summary["probes"]["layers"]:

@@ -84,6 +84,7 @@ def test_a_study_goes_on_from_its_records_without_the_models(quick_studied, tmp_
         "evaluate depth3 seed1",
         "probe depth3 seed1",
         "memory depth3 seed1",
+        "knockout depth3 seed1",
         "record depth3 seed1",
     ]
     # records of other settings are refused before anything is written
@@ -134,11 +135,12 @@ def test_a_study_is_a_grid_of_models_each_in_its_folder(tmp_path):
         "train depth2 seed1",
         "train depth3 seed1",
     ]
-    assert names[5:10] == [
+    assert names[5:11] == [
         "lemma1",
         "evaluate depth2 seed0",
         "probe depth2 seed0",
         "memory depth2 seed0",
+        "knockout depth2 seed0",
         "record depth2 seed0",
     ]
     assert names[-1] == "report" and "model" not in names

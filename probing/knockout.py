@@ -1,0 +1,233 @@
+"""The causal form of Figure 2: switch rotary off in one layer at a time and measure the damage.
+
+The paper reads Figure 2 as "upper layers depend less on position than lower ones". The shuffle
+test measures how attention logits move; this asks what the model loses. For each layer l, the
+model runs with that layer's queries and keys not rotated (rotary angle 0 at every position:
+cos = the rotary's scaling, 1 for the default type, and sin = 0; every other layer unchanged),
+and on the scored positions (by default the test sequence's) we compare with the intact model:
+
+    delta_nll[l] = mean NLL of the actual next token, layer l knocked out - intact
+    delta_kl[l]  = mean KL(Bayes || model), layer l knocked out - intact
+
+in nats per token, with a bootstrap interval over rows (the same row resamples for every
+layer, so layers compare paired). The paper predicts smaller deltas in upper layers.
+
+    bayes = reference_predictors(corpus.params)["bayes"].next_token_probs(ids, tasks)  # [B, L, V+1]
+    result = rotary_knockout(model, ids, scored_test_positions(corpus.layout, len(ids)), bayes)
+
+The knockout is a forward pre-hook on the decoder layer (`rotary_knocked_out`): checkpoints and
+configs are untouched, and the hook is gone when the block exits, error or not. Like the rest of
+`probing`, it needs no import of the model package: it reads `model.base_model.layers` and
+`model.base_model.rotary_emb`, so a checkpoint loaded with `trust_remote_code=True` works too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from hmm_datasets import SampleLayout
+from hmm_datasets.scoring import next_token_scores
+
+from .capture import check_hmm_roformer, model_device
+from .figures import pyplot, save_figure
+from .probes import bootstrap_accuracies, interval
+
+METRICS = ("nll", "kl")  # per-token scores of `hmm_datasets.scoring.next_token_scores`
+
+
+def check_layer(model, layer: int) -> int:
+    """`layer` (1..num_hidden_layers, as the shuffle test numbers attention layers), checked."""
+    num_layers = model.config.num_hidden_layers
+    if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not 1 <= layer <= num_layers:
+        raise ValueError(
+            f"layer={layer!r} is out of range: this model has {num_layers} layers, numbered 1..{num_layers} "
+            "(layer l is the l-th decoder layer, model.base_model.layers[l - 1])."
+        )
+    return int(layer)
+
+
+def unrotated(position_embeddings, scaling: float):
+    """`(cos, sin)` of angle 0 at every position, shapes and dtypes of the given pair (`[batch,
+    seq, head_dim]` each): cos = `scaling` (the rotary's magnitude, 1 for the default type),
+    sin = 0. None (a model without rotary) stays None."""
+    if position_embeddings is None:
+        return None
+    cos, sin = position_embeddings
+    return torch.full_like(cos, scaling), torch.zeros_like(sin)
+
+
+@contextmanager
+def rotary_knocked_out(model, layer: int) -> Iterator[None]:
+    """Within the block, decoder layer `layer` (1..L) of `model` gets unrotated position
+    embeddings (`unrotated`): its queries and keys are not rotated; every other layer is
+    unchanged. The hook is removed on exit, also when the block raises."""
+    check_hmm_roformer(model)
+    index = check_layer(model, layer) - 1
+    base = model.base_model
+    rotary = getattr(base, "rotary_emb", None)
+    scaling = float(getattr(rotary, "attention_scaling", 1.0))
+
+    def knock_out(module, args, kwargs):
+        if "position_embeddings" not in kwargs:
+            raise RuntimeError(
+                f"decoder layer {layer} was called without a position_embeddings keyword: this model passes "
+                "rotary cos/sin otherwise than HMMRoFormer does, so the knockout cannot reach them."
+            )
+        return args, {**kwargs, "position_embeddings": unrotated(kwargs["position_embeddings"], scaling)}
+
+    handle = base.layers[index].register_forward_pre_hook(knock_out, with_kwargs=True)
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
+def scored_test_positions(layout: SampleLayout, num_rows: int) -> np.ndarray:
+    """`[num_rows, L]` bool: True at the positions whose next token is a test token (the last
+    delimiter, predicting test token 0, and test tokens 0..T-2), the positions
+    `hmm_datasets.scoring.in_context_scores` averages its test metrics over."""
+    positions = layout.test_prediction_positions()
+    scored = np.zeros((num_rows, layout.sequence_length), dtype=bool)
+    scored[:, positions[positions >= 0]] = True
+    return scored
+
+
+def _check_inputs(model, ids: torch.Tensor, scored: torch.Tensor, bayes: torch.Tensor) -> None:
+    if ids.ndim != 2 or scored.shape != ids.shape or bayes.shape[:2] != ids.shape:
+        raise ValueError(
+            f"input_ids {tuple(ids.shape)}, scored {tuple(scored.shape)} and bayes_probs {tuple(bayes.shape)} "
+            "must be [B, L], [B, L] and [B, L, V+1] for the same rows B and length L."
+        )
+    if not bool(scored.any()):
+        raise ValueError("scored marks no position: nothing to measure (see scored_test_positions).")
+    if bool(scored[:, -1].any()):
+        raise ValueError("scored marks the last position, which has no next token to score: unmark it.")
+    if model.config.vocab_size < bayes.shape[-1]:
+        raise ValueError(
+            f"the model's vocab_size={model.config.vocab_size} is smaller than the corpus's "
+            f"{bayes.shape[-1]} tokens (bayes_probs' last axis): this model was not trained on this corpus."
+        )
+
+
+@torch.no_grad()
+def per_row_sums(model, ids: torch.Tensor, scored: torch.Tensor, bayes: torch.Tensor, batch_size: int):
+    """`[B, 2]` float64: per row, the sums over its scored positions of the next token's NLL and
+    of KL(Bayes || model), in nats. ids, scored `[B, L]`; bayes `[B, L, V+1]` (all on the CPU);
+    the model runs on its device, `batch_size` rows at a time, as it is (mode, hooks)."""
+    device, num_tokens, sums = model_device(model), bayes.shape[-1], []
+    for start in range(0, ids.shape[0], batch_size):
+        rows = slice(start, start + batch_size)
+        logits = model(input_ids=ids[rows].to(device), use_cache=False).logits
+        probs = torch.log_softmax(logits.float(), dim=-1)[..., :num_tokens].double().exp().cpu()
+        scores = next_token_scores(probs, ids[rows], bayes[rows])
+        where = scored[rows, :-1]  # [b, L-1]: the prediction at i, of token i + 1
+        sums.append(torch.stack([torch.where(where, scores[m], 0.0).sum(1) for m in METRICS], dim=1))
+    return torch.cat(sums).numpy()
+
+
+def _summary(values: np.ndarray, draws: np.ndarray, level: float) -> dict:
+    """`{"value", "ci_low", "ci_high"}`, lists over the M columns of `values [M]` and `draws
+    [resamples, M]`."""
+    bounds = [interval(draws[:, column], level) for column in range(draws.shape[1])]
+    return {
+        "value": [float(value) for value in values],
+        "ci_low": [low for low, _ in bounds],
+        "ci_high": [high for _, high in bounds],
+    }
+
+
+def rotary_knockout(
+    model,
+    input_ids,
+    scored,
+    bayes_probs,
+    *,
+    batch_size: int = 64,
+    num_resamples: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+    progress: bool = True,
+) -> dict:
+    """The damage of switching rotary off in each layer (module docstring), JSON-ready.
+
+    input_ids `[B, L]`; scored `[B, L]` bool, True at the positions i whose prediction of token
+    i + 1 counts (`scored_test_positions`: the test sequence); bayes_probs `[B, L, V+1]`, the exact
+    Bayes-optimal next-token distributions of these rows (`hmm_datasets.predictors`). One intact
+    forward pass and one per layer, in eval mode under no_grad on the model's device (the mode
+    it was in is restored). Returns `layers` (1..L), `relative_depth` (l / L), `num_rows`,
+    `num_tokens` (scored), `intact` (`{"nll", "kl"}`: the intact model's means, nats/token),
+    and `delta_nll`, `delta_kl` (knocked out - intact per layer); every number as
+    `{"value", "ci_low", "ci_high"}` (lists per layer), the interval a `level` bootstrap over
+    rows (`num_resamples` resamples of `seed`, shared by every number).
+    """
+    check_hmm_roformer(model)
+    ids = torch.as_tensor(np.asarray(input_ids), dtype=torch.long).cpu()
+    mask = torch.as_tensor(np.asarray(scored), dtype=torch.bool).cpu()
+    bayes = torch.as_tensor(bayes_probs).double().cpu()
+    _check_inputs(model, ids, mask, bayes)
+    layers = list(range(1, model.config.num_hidden_layers + 1))
+    was_training = model.training
+    model.eval()
+    runs = []  # [B, 2] per run: intact, then layer 1..L knocked out
+    try:
+        for layer in tqdm([None, *layers], desc="rotary knockout", disable=not progress):
+            with nullcontext() if layer is None else rotary_knocked_out(model, layer):
+                runs.append(per_row_sums(model, ids, mask, bayes, batch_size))
+    finally:
+        model.train(was_training)
+    intact = runs[0]
+    deltas = np.stack(runs[1:], axis=1) - intact[:, None, :]  # [B, layers, 2]
+    # columns: intact nll, intact kl, then delta nll per layer, then delta kl per layer
+    sums = np.concatenate([intact, deltas[..., 0], deltas[..., 1]], axis=1)
+    tokens = mask[:, :-1].sum(1).double().numpy()[:, None].repeat(sums.shape[1], axis=1)
+    means = sums.sum(0) / tokens[:, 0].sum()
+    # a ratio of sums on resampled rows: the per-token mean of each column, every column paired
+    draws = bootstrap_accuracies(sums, tokens, num_resamples, seed)
+    summary = _summary(means, draws, level)
+    count = len(layers)
+
+    def columns(which) -> dict:
+        return {key: values[which] for key, values in summary.items()}
+
+    return {
+        "layers": layers,
+        "relative_depth": [layer / count for layer in layers],
+        "num_rows": int(ids.shape[0]),
+        "num_tokens": int(tokens[:, 0].sum()),
+        "intact": {"nll": columns(0), "kl": columns(1)},
+        "delta_nll": columns(slice(2, 2 + count)),
+        "delta_kl": columns(slice(2 + count, None)),
+    }
+
+
+def plot_rotary_knockout(result: dict, path: str | Path, untrained: dict | None = None) -> Path:
+    """Delta NLL (left) and delta KL(Bayes || model) (right) per layer against relative depth
+    l / L, with their bootstrap intervals; beside them, dashed, an untrained twin's `untrained`
+    result (`rotary_knockout` of the same architecture freshly initialised) when given."""
+    fig, axes = pyplot().subplots(1, 2, figsize=(11, 4.2))
+    runs = [("trained", result, "C0", "-")]
+    if untrained is not None:
+        runs.append(("untrained twin", untrained, "0.5", "--"))
+    for ax, metric, title in (
+        (axes[0], "nll", "NLL of the next token"),
+        (axes[1], "kl", "KL(Bayes || model)"),
+    ):
+        for label, run, color, line in runs:
+            delta, depth = run[f"delta_{metric}"], run["relative_depth"]
+            intact = run["intact"][metric]["value"]
+            ax.plot(
+                depth, delta["value"], line, color=color, marker="o", label=f"{label} (intact {intact:.3f})"
+            )
+            ax.fill_between(depth, delta["ci_low"], delta["ci_high"], color=color, alpha=0.2)
+        ax.axhline(0.0, color="k", lw=0.6)
+        ax.set_xlabel("relative depth l / L of the layer without rotary")
+        ax.set_ylabel("change, nats/token")
+        ax.set_title(f"rotary off in one layer: change of {title}")
+        ax.legend(fontsize=8)
+    return save_figure(fig, path)
