@@ -55,7 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     print()
     for claim in results["claims"]:
         effect = "n/a" if claim["effect"] is None else f"{claim['effect']:+.3f}"
-        print(f"  Fig {claim['figure']:<5} effect over the twin {effect:>7}  {claim['claim']} ({claim['label']})")
+        print(
+            f"  Fig {claim['figure']:<5} effect over the twin {effect:>7}  {claim['claim']} ({claim['label']})"
+        )
     total = sum(record["seconds"] for record in state["stages"].values())
     print(f"\n{out / layout.REPORT_MD} written; stages took {total:.0f} s in all.")
     return 0
