@@ -4,8 +4,9 @@ Following Shai et al. (2024), "Transformers represent belief state geometry in t
 stream": at every layer, a ridge regression (with a bias) from the hidden state at a position
 to the exact Bayesian belief there (`hmm_datasets.beliefs`: the task posterior, the true
 task's state filter, the joint posterior over (task, state)). One map per layer, belief and
-position group, fitted on the probe-train rows' positions of that group and scored on the
-probe-test rows' positions of the same group:
+segment (`BELIEF_GROUPS`: demonstration 1, demonstration 2, the later demonstrations, the test
+sequence), fitted on the probe-train rows' positions of that segment and scored on the
+probe-test rows' positions of the same segment:
 
 - `r2`: 1 - sum of squared errors / sum of squares around the test positions' mean, pooled
   over the belief's entries (1: the belief is a linear image of the layer; 0: no better than
@@ -29,6 +30,7 @@ KL_FLOOR = 1e-3  # share of the uniform distribution mixed into a reconstruction
 MIN_POSITIONS_PER_FEATURE = 2  # a map is fitted on at least 2 (D + 1) probe-train positions
 BELIEF_METRICS = ("r2", "kl")
 BELIEF_COLUMNS = ("input_ids", "task_id")  # what the exact beliefs are computed from
+BELIEF_GROUPS = ("demo1", "demo2", "later", "test")  # the segments a map is fitted and scored on
 
 
 def check_belief_columns(rows: dict) -> None:
@@ -43,34 +45,33 @@ def check_belief_columns(rows: dict) -> None:
 
 
 def fit_ridge(x: torch.Tensor, y: torch.Tensor, ridge: float = RIDGE) -> torch.Tensor:
-    """`[D + 1, K]` float64: the ridge regression of `y [N, K]` on `x [N, D]` with a bias (last
-    row, not penalised); the penalty is `ridge` times the mean squared centred feature."""
-    x, y = x.double(), y.double()
+    """`[D + 1, K]` float32: the ridge regression of `y [N, K]` on `x [N, D]` with a bias (last
+    row, not penalised); the penalty is `ridge` times the mean squared centred feature. Every
+    column of `y` is its own regression (the same as fitting them one by one); the normal
+    equations are solved in float64."""
+    x, y = x.float(), y.float()
     mean_x, mean_y = x.mean(0), y.mean(0)
     centred = x - mean_x
-    gram = centred.T @ centred
+    gram = (centred.T @ centred).double()
     penalty = ridge * gram.diagonal().mean().clamp_min(1e-12)
-    weights = torch.linalg.solve(
-        gram + penalty * torch.eye(x.shape[1], dtype=x.dtype), centred.T @ (y - mean_y)
-    )
+    eye = torch.eye(x.shape[1], dtype=gram.dtype)
+    weights = torch.linalg.solve(gram + penalty * eye, (centred.T @ (y - mean_y)).double()).float()
     return torch.cat([weights, (mean_y - mean_x @ weights)[None]])
 
 
 def predict(weights: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """`[N, K]`: the fitted map on `x [N, D]`."""
-    return x.double() @ weights[:-1] + weights[-1]
+    return x.to(weights.dtype) @ weights[:-1] + weights[-1]
 
 
 def r_squared(y: torch.Tensor, y_hat: torch.Tensor) -> float:
     """1 - SSE / SST of `y_hat` against `y [N, K]`, pooled over the K entries (NaN without spread)."""
-    y, y_hat = y.double(), y_hat.double()
     total = ((y - y.mean(0)) ** 2).sum()
     return float(1 - ((y - y_hat) ** 2).sum() / total) if total > 0 else float("nan")
 
 
 def project_to_simplex(v: torch.Tensor) -> torch.Tensor:
     """`[N, K]`: the Euclidean projection of every row of `v` onto the probability simplex."""
-    v = v.double()
     ordered = v.sort(-1, descending=True).values
     cumulative = ordered.cumsum(-1) - 1
     index = torch.arange(1, v.shape[-1] + 1, dtype=v.dtype)
@@ -82,43 +83,20 @@ def project_to_simplex(v: torch.Tensor) -> torch.Tensor:
 def kl_to_reconstruction(y: torch.Tensor, y_hat: torch.Tensor, floor: float = KL_FLOOR) -> float:
     """Mean over rows of KL(y ‖ q) in nats, q the simplex projection of `y_hat` mixed with
     `floor` of the uniform distribution."""
-    y = y.double()
     q = (1 - floor) * project_to_simplex(y_hat) + floor / y.shape[-1]
-    terms = torch.where(y > 0, y * (torch.log(y.clamp_min(1e-300)) - torch.log(q)), 0.0)
+    terms = torch.where(y > 0, y * (torch.log(y.clamp_min(1e-30)) - torch.log(q)), 0.0)
     return float(terms.sum(-1).mean())
 
 
-def belief_scores(
-    features: torch.Tensor,
-    beliefs: dict[str, np.ndarray],
-    membership: np.ndarray,
-    split: tuple[np.ndarray, np.ndarray],
-    ridge: float = RIDGE,
-) -> dict[tuple[str, str], float]:
-    """`(belief, metric) -> value` of one layer's `features [R, P, D]` on one position group
-    (`membership [R, P]` bool), the map fitted on the rows `split[0]` and scored on `split[1]`;
-    empty where the group has fewer than `MIN_POSITIONS_PER_FEATURE` (D + 1) train positions."""
-    train, test = split
-    chosen = {name: membership[rows] for name, rows in (("train", train), ("test", test))}
-    if (
-        chosen["train"].sum() < MIN_POSITIONS_PER_FEATURE * (features.shape[-1] + 1)
-        or not chosen["test"].any()
-    ):
-        return {}  # too few positions to fit a map of this width: no score rather than an overfit one
-    x = {
-        name: features[rows][torch.as_tensor(chosen[name])]
-        for name, rows in (("train", train), ("test", test))
-    }
+def belief_scores(x_train, x_test, y_train, y_test, widths: list[int], ridge: float = RIDGE) -> dict:
+    """`(belief, metric) -> value`: one map from `x_train [N, D]` to the concatenated beliefs
+    `y_train [N, sum(widths)]` (`BELIEFS` in order, `widths` entries each), scored on the test
+    positions belief by belief."""
+    y_hat = predict(fit_ridge(x_train, y_train, ridge), x_test)
     out = {}
-    for belief in BELIEFS:
-        target = torch.as_tensor(beliefs[belief])
-        y_train, y_test = (
-            target[train][torch.as_tensor(chosen["train"])],
-            target[test][torch.as_tensor(chosen["test"])],
-        )
-        y_hat = predict(fit_ridge(x["train"], y_train, ridge), x["test"])
-        out[(belief, "r2")] = r_squared(y_test, y_hat)
-        out[(belief, "kl")] = kl_to_reconstruction(y_test, y_hat)
+    for belief, truth, guess in zip(BELIEFS, y_test.split(widths, -1), y_hat.split(widths, -1)):
+        out[(belief, "r2")] = r_squared(truth, guess)
+        out[(belief, "kl")] = kl_to_reconstruction(truth, guess)
     return out
 
 
@@ -132,22 +110,34 @@ def belief_records(
     prefix: str = "",
 ) -> list[dict]:
     """Probe records (`probing.layerwise`'s format, no interval) of every layer of `features
-    [layers, R, P, D]`, belief and position group (`membership [G, R, P]`): targets
-    `belief_<name>`, metrics `<prefix>r2` and `<prefix>kl` (prefix "untrained_" for the twin)."""
+    [layers, R, P, D]`, belief and segment of `BELIEF_GROUPS` (`membership [G, R, P]` of
+    `groups`): targets `belief_<name>`, metrics `<prefix>r2` and `<prefix>kl` (prefix
+    "untrained_" for the twin). A segment with fewer than `MIN_POSITIONS_PER_FEATURE` (D + 1)
+    probe-train positions is left out: too few to fit a map of this width."""
+    train, test = split
+    widths = [beliefs[name].shape[-1] for name in BELIEFS]
+    targets = torch.cat([torch.as_tensor(beliefs[name]).float() for name in BELIEFS], -1)  # [R, P, K]
     out = []
-    for layer, layer_features in zip(layers, features):
-        for group, mask in zip(groups, membership):
-            for (belief, metric), value in belief_scores(layer_features, beliefs, mask, split).items():
-                out.append(
-                    {
-                        "target": f"belief_{belief}",
-                        "layer": int(layer),
-                        "head": None,
-                        "metric": f"{prefix}{metric}",
-                        "positions": group,
-                        "value": value,
-                        "ci_low": None,
-                        "ci_high": None,
-                    }
-                )
+    for group, mask in zip(groups, membership):
+        at_train, at_test = torch.as_tensor(mask[train]), torch.as_tensor(mask[test])
+        enough = int(at_train.sum()) >= MIN_POSITIONS_PER_FEATURE * (features.shape[-1] + 1)
+        if group not in BELIEF_GROUPS or not enough or not bool(at_test.any()):
+            continue
+        y_train, y_test = targets[train][at_train], targets[test][at_test]
+        for layer, layer_features in zip(layers, features):
+            x_train, x_test = layer_features[train][at_train], layer_features[test][at_test]
+            scores = belief_scores(x_train, x_test, y_train, y_test, widths)
+            out += [
+                {
+                    "target": f"belief_{belief}",
+                    "layer": int(layer),
+                    "head": None,
+                    "metric": f"{prefix}{metric}",
+                    "positions": group,
+                    "value": value,
+                    "ci_low": None,
+                    "ci_high": None,
+                }
+                for (belief, metric), value in scores.items()
+            ]
     return out
