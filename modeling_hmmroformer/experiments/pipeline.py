@@ -6,8 +6,9 @@ of depths x seeds, each model in `models/depth<L>-seed<s>/` (`layout` draws both
 stages, in order:
 
     corpus                        the exported corpus (Parquet, HMM parameters, dataset card)
-    train [<model>]               per model, in this process (resumes its last complete checkpoint)
     lemma1                        a study: Lemma 1 on the corpus, once
+    then for each model in turn:
+    train [<model>]               in this process (resumes its last complete checkpoint)
     evaluate / probe / memory / knockout [<model>]
                                   per model: Figure 1 against Bayes; the probes and the shuffle
                                   test with the untrained twin as control; the model against
@@ -177,10 +178,10 @@ def stage_plan(pipeline: Pipeline, state: dict) -> dict[str, Callable[[], None]]
     p, study = pipeline, pipeline.kind == "study"
     to_run = [m for m in p.models if not p.has_record(m)]  # a recorded model is finished
     plan = {"corpus": functools.partial(build_corpus, p)}
-    plan.update({m.stage("train"): functools.partial(train_model, p, m) for m in to_run})
     if study:
         plan["lemma1"] = functools.partial(measure_lemma1, p)
-    for m in to_run:
+    for m in to_run:  # each model trained, analysed and recorded before the next one starts
+        plan[m.stage("train")] = functools.partial(train_model, p, m)
         plan[m.stage("evaluate")] = functools.partial(evaluate_model, p, m)
         plan[m.stage("probe")] = functools.partial(probe_model, p, m)
         plan[m.stage("memory")] = functools.partial(measure_memory, p, m, with_lemma1=not study)

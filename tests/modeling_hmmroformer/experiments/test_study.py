@@ -128,21 +128,10 @@ def test_a_study_is_a_grid_of_models_each_in_its_folder(tmp_path):
     assert model.run.model["num_hidden_layers"] == 3 and model.run.seed == 1
     assert model.run.training["max_steps"] == 20  # the study's own override, applied to the run config
     names = stage_names(study)
-    assert names[:5] == [
-        "corpus",
-        "train depth2 seed0",
-        "train depth3 seed0",
-        "train depth2 seed1",
-        "train depth3 seed1",
-    ]
-    assert names[5:11] == [
-        "lemma1",
-        "evaluate depth2 seed0",
-        "probe depth2 seed0",
-        "memory depth2 seed0",
-        "knockout depth2 seed0",
-        "record depth2 seed0",
-    ]
+    per_model = ["train", "evaluate", "probe", "memory", "knockout", "record"]
+    assert names[:2] == ["corpus", "lemma1"]
+    assert names[2:8] == [f"{stage} depth2 seed0" for stage in per_model]  # recorded before the next model
+    assert names[8:14] == [f"{stage} depth3 seed0" for stage in per_model]
     assert names[-1] == "report" and "model" not in names
     # a one-model pipeline as a study: the study layout, not the reproduction's
     single = make_pipeline(get_settings("tiny"), tmp_path / "t", kind="study", progress=False)
