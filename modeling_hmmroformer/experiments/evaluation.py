@@ -36,6 +36,7 @@ from probing.figures import pyplot, save_figure
 from . import layout
 
 TWIN_LABEL = "untrained twin"
+EVALUATION_COLUMNS = ("input_ids", "task_id")
 
 
 @dataclass
@@ -60,6 +61,13 @@ def load_evaluation_data(data: str | HMMMixtureConfig, rows: int | None = None) 
     """
     corpus = open_corpus(data)
     config, params, test = corpus.config, corpus.params, corpus.splits["test"]
+    missing = [name for name in EVALUATION_COLUMNS if name not in test.column_names]
+    if missing:
+        raise ValueError(
+            f"the corpus's test split lacks the column(s) {missing}: the evaluation needs {list(EVALUATION_COLUMNS)} "
+            "(the oracle reads each row with its own task's HMM). The hmm_mixture builder keeps them: regenerate "
+            "or re-export the corpus with scripts/generate.py."
+        )
     if rows is not None:
         test = test.select(range(min(rows, len(test))))
     test = test.with_format("numpy")

@@ -154,3 +154,20 @@ def test_evaluate_script_on_a_saved_checkpoint_and_an_exported_corpus(run_script
     assert (
         json.loads((tmp_path / "own" / "figure1.json").read_text())["by_num_demos"] == written["by_num_demos"]
     )
+
+
+def test_a_corpus_without_task_ids_is_one_error_line_naming_the_column(run_script, tmp_path):
+    import pyarrow.parquet as pq
+
+    torch.manual_seed(0)
+    HMMRoFormerForCausalLM(HMMRoFormerConfig(**TINY_SIZES, vocab_size=7)).save_pretrained(tmp_path / "model")
+    corpus = hmm_datasets.export_corpus(
+        hmm_datasets.get_preset("tiny"), tmp_path / "corpus", table_rows=0, progress=False
+    )
+    for shard in (corpus / "data").glob("*.parquet"):  # as a Hub corpus with its labels dropped
+        pq.write_table(pq.read_table(shard).drop_columns(["task_id", "hidden_states"]), shard)
+    result = run_script("scripts/figure1.py", "--model", tmp_path / "model", "--data", corpus, "--rows", "16")
+    assert result.returncode == 2
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("error:")]  # beside progress bars
+    assert line.startswith("error: the corpus's test split lacks the column(s) ['task_id']")
+    assert not (tmp_path / "model" / "figure1").exists()
