@@ -45,6 +45,7 @@ from .labels import (
 from .layerwise import (
     BEFORE_NORM_METRIC,
     CEILINGS,
+    DECIDING_POSITIONS,
     counts_to_records,
     find,
     group_counts,
@@ -59,6 +60,8 @@ from .layerwise import (
 )
 from .probes import ProbeSettings
 from .shuffle import PART_METRICS, WEIGHTED_TV_METRIC, shuffle_patterns, shuffle_records, shuffle_test
+
+DECIDED_ON_FIRST_DEMO = ("hidden_state", "task")  # Figure 3(a)'s targets: refitted on demonstration 1
 
 
 @dataclass
@@ -139,6 +142,9 @@ def run_probing(
         "progress": progress,
     }
     records, draws = layerwise_probes(features, layers, at_positions, targets, groups, split, **common)
+    records = refit_on_deciding_positions(
+        records, draws, features, layers, at_positions, groups, split, common
+    )
     records += ceiling_records(
         corpus, rows, positions, at_positions, tasks, split[1], membership, config, draws
     )
@@ -158,9 +164,20 @@ def run_probing(
         started = time.perf_counter()
         check_model_fits_corpus(untrained_model.config, corpus.config)
         untrained = capture(untrained_model)
-        records += layerwise_probes(
+        found, untrained_draws = layerwise_probes(
             untrained, layers, at_positions, targets, groups, split, metric="untrained_accuracy", **common
-        )[0]
+        )
+        records += refit_on_deciding_positions(
+            found,
+            untrained_draws,
+            untrained,
+            layers,
+            at_positions,
+            groups,
+            split,
+            common,
+            "untrained_accuracy",
+        )
         records += belief_records(
             untrained, layers, beliefs, membership, POSITION_GROUPS, split, "untrained_"
         )
@@ -215,6 +232,29 @@ def run_probing(
         "timings_s": timings,
     }
     return ProbeResult(results, attention, layout)
+
+
+def refit_on_deciding_positions(
+    records, draws, features, layers, labels, row_groups, split, common: dict, metric: str = "accuracy"
+) -> list[dict]:
+    """`records` with the hidden-state and task probes of `DECIDING_POSITIONS` (the first
+    demonstration) fitted on those positions alone, not on all positions and scored there:
+    their accuracy, baselines and draws replaced (`draws` updated in place)."""
+    deciding = POSITION_GROUPS.index(DECIDING_POSITIONS)
+    membership = common["membership"][deciding : deciding + 1]
+    masked = {**labels, **{t: np.where(membership[0], labels[t], -1) for t in DECIDED_ON_FIRST_DEMO}}
+    settings = {**common, "membership": membership, "groups": (DECIDING_POSITIONS,), "metric": metric}
+    own, own_draws = layerwise_probes(
+        features, layers, masked, list(DECIDED_ON_FIRST_DEMO), row_groups, split, **settings
+    )
+    draws.update(own_draws)
+    replaced = {(r["target"], r["metric"], r["layer"]) for r in own}
+    kept = [
+        r
+        for r in records
+        if r.get("positions") != DECIDING_POSITIONS or (r["target"], r["metric"], r["layer"]) not in replaced
+    ]
+    return kept + own
 
 
 def _check_rows(config: ProbeConfig, shuffle_rows: int, num_test_rows: int) -> None:

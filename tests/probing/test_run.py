@@ -25,8 +25,14 @@ FAST = {
 def test_a_probing_run_reports_every_layer_target_and_pattern(tiny_model, tmp_path, monkeypatch):
     model = tiny_model()
     untrained = tiny_model(position_embedding="none")
-    splits, fit = [], run_module.layerwise_probes  # every probe is fitted and scored on disjoint rows
-    monkeypatch.setattr(run_module, "layerwise_probes", lambda *a, **k: splits.append(a[5]) or fit(*a, **k))
+    splits, calls, fit = (
+        [],
+        [],
+        run_module.layerwise_probes,
+    )  # every probe: fitted and scored on disjoint rows
+    monkeypatch.setattr(
+        run_module, "layerwise_probes", lambda *a, **k: splits.append(a[5]) or calls.append(a) or fit(*a, **k)
+    )
     settings = {
         key: value for key, value in FAST.items() if key != "shuffle_rows"
     }  # default: fits the corpus
@@ -39,6 +45,13 @@ def test_a_probing_run_reports_every_layer_target_and_pattern(tiny_model, tmp_pa
     )
     results = result.results
     assert len(splits) >= 2 and all(np.intersect1d(train, test).size == 0 for train, test in splits)
+    # Figure 3(a)'s probes of the first demonstration are fitted on its positions alone
+    refits = [call for call in calls if call[3] == ["hidden_state", "task"]]
+    assert len(refits) == 2  # the model's and the twin's
+    for call in refits:
+        labels = call[2]
+        for target in ("hidden_state", "task"):
+            assert (labels[target] >= 0).any() and (labels["segment"][labels[target] >= 0] == 0).all()
     assert results["num_shuffle_rows"] == 64  # the tiny corpus's test split, fewer than 256
     assert curve(results["records"], "task", "untrained_accuracy")["layer"].tolist() == [0, 1, 2]
     targets = ["hidden_state", "task", "previous_token_1", "previous_token_2"]
