@@ -168,6 +168,9 @@ def test_a_corpus_without_task_ids_is_one_error_line_naming_the_column(run_scrip
         pq.write_table(pq.read_table(shard).drop_columns(["task_id", "hidden_states"]), shard)
     result = run_script("scripts/figure1.py", "--model", tmp_path / "model", "--data", corpus, "--rows", "16")
     assert result.returncode == 2
-    [line] = [line for line in result.stderr.splitlines() if line.startswith("error:")]  # beside progress bars
+    errors = [
+        line for line in result.stderr.splitlines() if line.startswith("error:")
+    ]  # beside progress bars
+    [line] = errors
     assert line.startswith("error: the corpus's test split lacks the column(s) ['task_id']")
     assert not (tmp_path / "model" / "figure1").exists()
