@@ -82,7 +82,7 @@ def analyse(model_path: str, out: Path, with_lemma1: bool) -> dict:
         write_lemma1(data, MEMORIES, out / "lemma1")
         seconds["lemma1"] = time.perf_counter() - start
     start = time.perf_counter()
-    write_model_memory(model, data, MEMORIES, out / "memory", False)
+    write_model_memory(model, data, MEMORIES, out / "memory")
     seconds["memory"] = time.perf_counter() - start
     seconds["analysis"] = seconds["evaluate"] + seconds["probe"] + seconds["memory"]
     return seconds

@@ -1,20 +1,19 @@
 """Which fixed-memory predictor does the trained model behave like? Lemma 1, for the model.
 
-The model is run on contexts cut to their last L tokens, kept at their original positions
-(`position_ids`; `cut_model_probs` computes each window once for every L), beside the
-memory-L Bayes predictor (`hmm_datasets.memory`). At each position i whose next token is an
-observation, the cut model reads tokens i-L+1..i; where that window is the whole prefix
-(i < L) it is the full model. Per L, over those positions:
+The model reads each row whole, as in training, and is compared at every position i whose
+next token is an observation with the memory-L Bayes predictor (`hmm_datasets.memory`), which
+conditions on tokens i-L+1..i only. Per L, over those positions:
 
-- `tv_cut_vs_full`: how much the model's prediction uses tokens older than L;
-- `tv_full_vs_bayes_memory`, `agreement_full_vs_bayes_memory`: the full model against the
-  memory-L Bayes predictor; `best_memory` is the L where that TV is smallest, "the
-  fixed-memory predictor the model behaves like";
-- `tv_cut_vs_bayes_memory`: the cut model against the memory-L Bayes predictor (both see
-  the same window).
+- `tv_full_vs_bayes_memory`, `agreement_full_vs_bayes_memory`: the model against the memory-L
+  Bayes predictor; `best_memory` is the L where that TV is smallest, "the fixed-memory
+  predictor the model behaves like".
 
-`full_vs_bayes` and `full_vs_oracle` compare the full model with the full Bayes-optimal
-predictor and the oracle once. Distances are total variation over the V + 1 tokens.
+`full_vs_bayes` and `full_vs_oracle` compare the model with the full Bayes-optimal predictor
+and the oracle once. Distances are total variation over the V + 1 tokens.
+
+The model itself is not cut to its last L tokens: a window that starts inside a row is an input
+it never saw in training (rows start at a segment start, at position 0), so what a cut model
+predicts says more about that shift than about the context the trained model uses.
 
 Shapes: B rows, L positions, V observation tokens.
 """
@@ -27,7 +26,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from hmm_datasets import BayesOptimalPredictor, HMMParams
 from hmm_datasets.memory import (
@@ -49,46 +47,6 @@ from . import layout
 from .evaluation import EvaluationData, model_next_token_probs
 
 
-def window_runs(input_ids: torch.Tensor, longest: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """`(runs [B * L, longest], positions [B * L, longest])`: for every start s of every row, its
-    tokens s..s+longest-1 at their positions (past the row end: padding, which a causal model's
-    earlier positions never read)."""
-    rows, length = input_ids.shape
-    padded = torch.nn.functional.pad(input_ids, (0, longest - 1))
-    runs = padded.unfold(1, longest, 1).reshape(rows * length, longest)
-    positions = (torch.arange(length)[:, None] + torch.arange(longest)).clamp(max=length - 1)
-    return runs, positions.repeat(rows, 1)
-
-
-def cut_model_probs(
-    model, input_ids: torch.Tensor, full: torch.Tensor, memories: Sequence[int], batch_size: int, bar
-) -> dict[int, torch.Tensor]:
-    """Per memory L, `[B, L_row, V+1]`: at every position i the model's prediction from tokens
-    i-L+1..i alone, at their positions in the row (`full [B, L_row, V+1]`, the full model's,
-    where that window is the whole prefix).
-
-    One causal run per start s reading tokens s..s+max(memories)-1 gives, at its offset L-1,
-    the window of memory L that ends at s+L-1: every window of every memory, each computed
-    once (the windows of one start share the run; windows of different starts share nothing)."""
-    rows, length = input_ids.shape
-    cut = {memory: full for memory in memories if memory >= length}  # every window is the prefix
-    inside = [memory for memory in memories if memory < length]
-    if not inside:
-        return cut
-    runs, positions = window_runs(input_ids, max(inside))
-    offsets = torch.tensor(inside) - 1
-    by_start = []  # per run, at the offsets: [batch, len(inside), V+1]
-    for start in range(0, runs.shape[0], batch_size):
-        batch = slice(start, start + batch_size)
-        probs = model_next_token_probs(model, runs[batch], full.shape[-1], batch_size, positions[batch])
-        by_start.append(probs[:, offsets])
-        bar.update(1)
-    by_start = torch.cat(by_start).view(rows, length, len(inside), -1)
-    for k, memory in enumerate(inside):  # the window ending at i >= L - 1 starts at i - L + 1
-        cut[memory] = torch.cat([full[:, : memory - 1], by_start[:, : length - memory + 1, k]], 1)
-    return cut
-
-
 def compare(probs, reference, input_ids, scored) -> dict[str, float]:
     """Mean TV and argmax agreement of `probs` with `reference` (`[B, L, V+1]`) over `scored`."""
     return {
@@ -97,14 +55,12 @@ def compare(probs, reference, input_ids, scored) -> dict[str, float]:
     }
 
 
-def memory_scores(model_full, cut, bayes_memory, input_ids, scored) -> dict[str, float]:
-    """One memory L: the full model, the model cut to L and the memory-L Bayes predictor
-    (`[B, L, V+1]` each) compared over `scored` (module docstring)."""
+def memory_scores(model_full, bayes_memory, input_ids, scored) -> dict[str, float]:
+    """One memory L: the model and the memory-L Bayes predictor (`[B, L, V+1]` each) compared
+    over `scored` (module docstring)."""
     full_vs_memory = compare(model_full, bayes_memory, input_ids, scored)
     return {
-        "tv_cut_vs_full": masked_mean(total_variation(cut, model_full), scored),
         "tv_full_vs_bayes_memory": full_vs_memory["tv"],
-        "tv_cut_vs_bayes_memory": masked_mean(total_variation(cut, bayes_memory), scored),
         "agreement_full_vs_bayes_memory": full_vs_memory["agreement"],
     }
 
@@ -127,16 +83,14 @@ def model_memory(
     memories: Sequence[int],
     *,
     batch_size: int = 256,
-    progress: bool = False,
 ) -> dict:
-    """The model cut to its last L tokens beside the memory-L Bayes predictor (JSON-ready; module docstring).
+    """The model beside the memory-L Bayes predictors (JSON-ready; module docstring).
 
     input_ids `[B, L]` rows of the mixture `params`, task_ids `[B]` (read by the oracle only);
-    windows go through the model `batch_size` runs at a time, on its device, in eval mode.
-    Returns `memories`, `num_rows`, `num_positions`, per memory `share_reaching_row_start`,
-    `tv_cut_vs_full`, `tv_full_vs_bayes_memory`, `tv_cut_vs_bayes_memory` and
-    `agreement_full_vs_bayes_memory`, and `full_vs_bayes`, `full_vs_oracle` (`tv`, `agreement`)
-    and `best_memory`.
+    rows go through the model `batch_size` at a time, on its device, in eval mode. Returns
+    `memories`, `num_rows`, `num_positions`, per memory `share_reaching_row_start`,
+    `tv_full_vs_bayes_memory` and `agreement_full_vs_bayes_memory`, and `full_vs_bayes`,
+    `full_vs_oracle` (`tv`, `agreement`) and `best_memory`.
     """
     memories = check_memories(memories)
     _check_vocab(model, params.vocab_size)
@@ -146,13 +100,10 @@ def model_memory(
     ids = torch.as_tensor(input_ids if torch.is_tensor(input_ids) else np.asarray(input_ids)).long().cpu()
     scored = scored_positions(ids, bayes.delimiter)
     model_full = model_next_token_probs(model, ids, params.vocab_size + 1, batch_size)
-    steps = -(-ids.numel() // batch_size)
-    with tqdm(total=steps, desc="model memory: windows", disable=not progress) as bar:
-        cut = cut_model_probs(model, ids, model_full, memories, batch_size, bar)
     bayes_memory = memory_bayes_probs(params, ids, memories)
     curves: dict[str, list[float]] = {}
     for memory in memories:
-        values = memory_scores(model_full, cut[memory], bayes_memory[memory], ids, scored)
+        values = memory_scores(model_full, bayes_memory[memory], ids, scored)
         values["share_reaching_row_start"] = share_reaching_row_start(scored, memory)
         for key, value in values.items():
             curves.setdefault(key, []).append(value)
@@ -168,13 +119,12 @@ def model_memory(
 
 
 def plot_model_memory(result: dict, path: str | Path) -> Path:
-    """Per memory L: the model's TV to the memory-L Bayes predictor (with its TV to the full one as a
-    line) and the TV of the model cut to L tokens against the whole-context model."""
+    """Per memory L: the model's TV to the memory-L Bayes predictor, with its TV to the full one
+    as a line."""
     plt = pyplot()
     memories = result["memories"]
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     ax.plot(memories, result["tv_full_vs_bayes_memory"], "o-", label="TV(model, memory-L Bayes)")
-    ax.plot(memories, result["tv_cut_vs_full"], "s-", label="TV(model cut to L, model)")
     ax.axhline(result["full_vs_bayes"]["tv"], color="grey", ls="--", label="TV(model, full Bayes)")
     ax.set_xscale("log", base=2)
     ax.set_xticks(memories, [str(m) for m in memories])
@@ -304,10 +254,10 @@ def write_lemma1(data: EvaluationData, memories: Sequence[int], folder: str | Pa
 
 
 def write_model_memory(
-    model, data: EvaluationData, memories: Sequence[int], folder: str | Path, progress: bool = False
+    model, data: EvaluationData, memories: Sequence[int], folder: str | Path
 ) -> dict:
     """`model_memory` on the rows of `data`: `memory.json` and `memory.png` in `folder`; returns the result."""
-    result = model_memory(model, data.params, data.input_ids, data.task_ids, memories, progress=progress)
+    result = model_memory(model, data.params, data.input_ids, data.task_ids, memories)
     write_json(result, Path(folder) / layout.MEMORY_JSON)
     plot_model_memory(result, Path(folder) / layout.MEMORY_PNG)
     return result

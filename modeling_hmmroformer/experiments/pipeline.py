@@ -350,13 +350,13 @@ def probe_model(p: Pipeline, m: ModelRun) -> None:
 
 
 def measure_memory(p: Pipeline, m: ModelRun, with_lemma1: bool) -> None:
-    """The trained model cut to its last L tokens (and Lemma 1 on the same rows, if asked)."""
+    """The trained model against the memory-L Bayes predictors (and Lemma 1 on the same rows, if asked)."""
     model, data = trained_model(m), load_evaluation_data(str(p.corpus), p.settings.memory_rows)
 
     def write(staging: Path) -> None:
         if with_lemma1:
             write_lemma1(data, p.settings.memories, staging)
-        write_model_memory(model, data, p.settings.memories, staging, p.progress)
+        write_model_memory(model, data, p.settings.memories, staging)
 
     layout.build_folder(m.path(layout.MEMORY), write)
 

@@ -1,16 +1,14 @@
-"""The model cut to its last L tokens, beside the memory-L Bayes predictor; the Lemma 1 figure."""
+"""The model beside the memory-L Bayes predictors; the Lemma 1 figure."""
 
 import json
 
 import pytest
 import torch
-from tqdm.auto import tqdm
 
 from hmm_datasets import SamplingTables, generate_rows, get_preset, sample_hmm_params
 from hmm_datasets.memory import lemma1
 from modeling_hmmroformer import HMMRoFormerConfig, HMMRoFormerForCausalLM
-from modeling_hmmroformer.experiments.evaluation import model_next_token_probs
-from modeling_hmmroformer.experiments.memory import cut_model_probs, model_memory, plot_lemma1
+from modeling_hmmroformer.experiments.memory import model_memory, plot_lemma1
 
 TINY_SIZES = {
     "hidden_size": 32,
@@ -55,9 +53,7 @@ def test_keys_and_lengths_and_strict_json(tiny):
     result = run(tiny_model(), tiny, memories)
     per_memory = (
         "share_reaching_row_start",
-        "tv_cut_vs_full",
         "tv_full_vs_bayes_memory",
-        "tv_cut_vs_bayes_memory",
         "agreement_full_vs_bayes_memory",
     )
     for key in per_memory:
@@ -69,49 +65,13 @@ def test_keys_and_lengths_and_strict_json(tiny):
     json.dumps(result, allow_nan=False)
 
 
-def test_a_window_as_long_as_the_row_is_the_full_model(tiny):
+def test_a_memory_as_long_as_the_row_is_the_full_bayes_predictor(tiny):
     result = run(tiny_model(), tiny, [LENGTH, LENGTH + 10])
-    assert max(result["tv_cut_vs_full"]) < 1e-6
     assert result["share_reaching_row_start"] == [1.0, 1.0]
-    # the memory-L Bayes predictor is then the full one too
     assert result["tv_full_vs_bayes_memory"][0] == pytest.approx(result["full_vs_bayes"]["tv"], abs=1e-12)
-    assert result["tv_cut_vs_bayes_memory"][0] == pytest.approx(result["full_vs_bayes"]["tv"], abs=1e-6)
-
-
-def test_without_attention_one_token_of_memory_changes_nothing(tiny):
-    result = run(without_attention(tiny_model()), tiny, [1, 4])
-    assert max(result["tv_cut_vs_full"]) < 1e-6
-    # the control: with attention, cutting the context does change the predictions
-    assert run(tiny_model(), tiny, [1])["tv_cut_vs_full"][0] > 1e-4  # untrained: attention is weak
-
-
-def sharp_attention(model: HMMRoFormerForCausalLM) -> HMMRoFormerForCausalLM:
-    """Queries, keys and the attention output scaled by 10: attention far from uniform and
-    strong, so a window that leaked tokens from before its start (through a lower layer)
-    would show."""
-    with torch.no_grad():
-        for layer in model.model.layers:
-            layer.self_attn.qkv_proj.weight[: 2 * TINY_SIZES["hidden_size"]] *= 10
-            layer.self_attn.o_proj.weight *= 10
-    return model
-
-
-def test_each_window_is_the_model_run_on_that_slice_at_its_positions(tiny):
-    _, rows = tiny
-    model, memories = sharp_attention(tiny_model()), (1, 5, 8, LENGTH)
-    ids = torch.as_tensor(rows["input_ids"]).long()
-    full = model_next_token_probs(model, ids, 7)
-    cut = cut_model_probs(model, ids, full, memories, batch_size=16, bar=tqdm(disable=True))
-    for memory in memories[:3]:
-        for row, end in [(0, 8), (2, 30), (5, LENGTH - 2), (5, LENGTH - 1)]:
-            window = ids[row : row + 1, end - memory + 1 : end + 1]
-            positions = torch.arange(end - memory + 1, end + 1)[None]
-            expected = model_next_token_probs(model, window, 7, position_ids=positions)[0, -1]
-            torch.testing.assert_close(cut[memory][row, end], expected, atol=1e-6, rtol=0)
-        prefix = memory - 1  # windows that are the whole prefix
-        torch.testing.assert_close(cut[memory][:, :prefix], full[:, :prefix], atol=1e-6, rtol=0)
-        assert (cut[memory][:, prefix:] - full[:, prefix:]).abs().amax() > 1e-3  # and a cut that tells
-    assert cut[LENGTH] is full
+    # and a short memory is another predictor: the model's distance to it differs
+    short = run(tiny_model(), tiny, [1])
+    assert abs(short["tv_full_vs_bayes_memory"][0] - short["full_vs_bayes"]["tv"]) > 1e-3
 
 
 @pytest.mark.parametrize(
