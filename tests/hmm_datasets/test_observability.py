@@ -1,10 +1,14 @@
 """The observability coefficient (the paper's Assumption 2): exact values, bounds, brute force."""
 
+import itertools
+
 import numpy as np
 import pytest
+import torch
 
 from hmm_datasets import get_preset, sample_hmm_params
 from hmm_datasets.observability import (
+    candidate_directions,
     exact_subsets,
     observability_bounds,
     observability_coefficient,
@@ -54,7 +58,7 @@ def circle_search(emissions: np.ndarray, points: int) -> np.ndarray:
 
 
 def test_identity_emissions_give_one():
-    assert observability_exact(np.eye(5)[None]).tolist() == [1.0]
+    assert observability_exact(np.eye(5)[None]) == pytest.approx([1.0], abs=1e-12)
     one_hot = np.eye(7)[[0, 3, 6]][None]  # 3 states, 7 tokens, each state its own token
     assert observability_exact(one_hot) == pytest.approx([1.0], abs=1e-12)
     assert observability_coefficient(np.eye(4)[None])[0] == pytest.approx([1.0])
@@ -107,6 +111,22 @@ def test_the_exact_value_is_the_brute_force_minimum_for_three_states():
     brute = circle_search(emissions, points=400_000)
     assert brute == pytest.approx(exact, rel=1e-4)
     assert np.all(brute >= exact - 1e-12)
+
+
+@pytest.mark.parametrize(("states", "vocab"), [(4, 4), (5, 7), (6, 6)])
+def test_both_spaces_give_the_same_candidates(states, vocab):
+    emissions = torch.as_tensor(random_emissions(5, states, vocab, 0.5, seed=vocab))
+    tokens = torch.tensor(list(itertools.combinations(range(vocab), states - 2)))
+    values = []
+    for in_token_space in (False, True):
+        x, emitted = candidate_directions(emissions, tokens, in_token_space)
+        scale = x.abs().sum(-1, keepdim=True)
+        x, emitted = (x / scale).numpy(), (emitted / scale).numpy()
+        assert emitted == pytest.approx(x @ emissions.numpy(), abs=1e-10)  # O x, whichever way found
+        assert x.sum(-1) == pytest.approx(0.0, abs=1e-10)  # a difference of two distributions
+        assert np.take_along_axis(emitted, tokens.numpy()[None], 2) == pytest.approx(0.0, abs=1e-10)
+        values.append(np.abs(emitted).sum(-1))
+    assert values[0] == pytest.approx(values[1], rel=1e-8)
 
 
 def test_the_bounds_bracket_the_exact_value_and_coefficient_switches_to_them():
