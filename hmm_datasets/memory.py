@@ -21,11 +21,11 @@ log TV = log C - rate L (`modeling_hmmroformer.experiments.memory.plot_lemma1` d
 **Lemma 1 as the paper states it** is about one HMM with its task known, and its rate depends on
 that HMM's observability coefficient (Assumption 2, `hmm_datasets.observability`).
 `oracle_per_task` measures it per task on the test sequence of each row: at the positions that
-predict test tokens 1..T-1, the oracle's TV per memory L (exactly 0 where the window reaches
-the test sequence's first token: a delimiter resets the HMM), its mean per task and L, the fitted rate per task, and the
-task's observability coefficient. `low_rank_lemma1` measures the same on the low-rank variant
-of a corpus config (Assumption 1: same config and seed, `transition_rank` set; the emissions,
-hence the coefficients, are the same draws).
+predict test tokens 1..T-1, the oracle's TV per memory L (exactly 0 where the window reaches the
+test sequence's first token: a delimiter resets the HMM), its mean per task and L, the fitted
+rate per task, and the task's observability coefficient. `low_rank_lemma1` measures the same on
+the low-rank variant of a corpus config (Assumption 1: same config and seed, `transition_rank`
+set; the emissions, hence the coefficients, are the same draws).
 
 Shapes: B rows, L positions, V observation tokens, M memories, K tasks, T test tokens.
 """
@@ -203,7 +203,7 @@ def lemma1(params: HMMParams, input_ids, task_ids, memories: Sequence[int]) -> d
     (per memory: scored positions whose window reaches the first token of the predicted token's
     segment), for `mixture` and `oracle`: per memory `tv`, `tv_ci_low`, `tv_ci_high`,
     `agreement`, `accuracy`, and once `full_accuracy` and `fit` (`rate`, `C`, `r2`, `memories`
-    fitted), and `oracle_per_task` (`oracle_per_task`). Runs in float64 on the CPU.
+    fitted), and `oracle_per_task` (see `oracle_per_task`). Runs in float64 on the CPU.
     """
     memories = check_memories(memories)
     predictor = BayesOptimalPredictor(params, device="cpu", dtype=torch.float64)
@@ -276,8 +276,8 @@ def rank_correlation(x: Sequence[float], y: Sequence[float]) -> float | None:
 def task_observability(emissions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`(lower [K], upper [K])`: `observability_coefficient` of every task of `emissions [K, S, V]`,
     computed once per process for the same emissions (the low-rank variant keeps them)."""
-    array = np.ascontiguousarray(emissions, dtype=np.float32)
-    key = hashlib.sha1(str(array.shape).encode() + array.tobytes()).hexdigest()
+    array = np.ascontiguousarray(emissions)
+    key = hashlib.sha1(f"{array.shape} {array.dtype}".encode() + array.tobytes()).hexdigest()
     if key not in _OBSERVABILITY:
         _OBSERVABILITY[key] = observability_coefficient(array)
     return _OBSERVABILITY[key]
@@ -303,7 +303,8 @@ def oracle_per_task(
     `observability_upper`.
     """
     tv = oracle_tv_on_test(truncated, full, start, memories)
-    tasks, rows, mean = tv_by_task(tv, task_ids)
+    positions = tv.shape[2]
+    tasks, rows, mean = tv_by_task(tv, task_ids) if positions else ([], [], [])
     lower, upper = task_observability(params.emissions)
     records = [
         {
@@ -315,10 +316,8 @@ def oracle_per_task(
             "observability_upper": float(upper[task]),
         }
         for task, count, curve in zip(tasks, rows, mean)
-        if tv.shape[2] > 0
     ]
     fitted = [record for record in records if record["fit"]["rate"] is not None]
-    positions = tv.shape[2]
     return {
         "transition_rank": params.transition_rank,
         "num_positions_per_row": positions,

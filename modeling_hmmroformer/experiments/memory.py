@@ -253,9 +253,7 @@ def write_lemma1(data: EvaluationData, memories: Sequence[int], folder: str | Pa
     return result
 
 
-def write_model_memory(
-    model, data: EvaluationData, memories: Sequence[int], folder: str | Path
-) -> dict:
+def write_model_memory(model, data: EvaluationData, memories: Sequence[int], folder: str | Path) -> dict:
     """`model_memory` on the rows of `data`: `memory.json` and `memory.png` in `folder`; returns the result."""
     result = model_memory(model, data.params, data.input_ids, data.task_ids, memories)
     write_json(result, Path(folder) / layout.MEMORY_JSON)
