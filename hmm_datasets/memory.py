@@ -339,12 +339,6 @@ def check_low_rank(rank, num_states: int) -> int:
             f"rank={rank!r}: a low-rank variant needs an integer transition rank between 1 and "
             f"num_states - 1 = {num_states - 1} (e.g. {LOW_RANK})."
         )
-    if rank & (rank - 1):
-        raise ValueError(
-            f"rank={rank}: the row sampler (hmm_datasets.sampler.sample_chains) indexes the low-rank "
-            "tables by their power-of-two padded width, so only ranks 1, 2, 4, 8, ... draw correct "
-            "rows today; use one of those."
-        )
     return int(rank)
 
 

@@ -40,6 +40,7 @@ class SamplingTables:
     left: np.ndarray | None
     right: np.ndarray | None
     num_states: int
+    rank: int = 0  # d of a low-rank HMM: `right`'s rows are task * d + feature, not the padded width
 
     @classmethod
     def from_params(cls, params: HMMParams) -> SamplingTables:
@@ -54,6 +55,7 @@ class SamplingTables:
             left=cumulative_rows(params.transition_left.reshape(k * s, -1)) if low_rank else None,
             right=cumulative_rows(params.transition_right.reshape(k * d, -1)) if low_rank else None,
             num_states=s,
+            rank=d,
         )
 
 
@@ -110,9 +112,8 @@ def sample_chains(
         if tables.transition is not None:
             state = inverse_cdf(tables.transition, tasks * s + state, rng.random(num))
         else:
-            rank = tables.left.shape[1]
             feature = inverse_cdf(tables.left, tasks * s + state, rng.random(num))
-            state = inverse_cdf(tables.right, tasks * rank + feature, rng.random(num))
+            state = inverse_cdf(tables.right, tasks * tables.rank + feature, rng.random(num))
     return states, observations
 
 

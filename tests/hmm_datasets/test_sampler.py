@@ -114,7 +114,7 @@ def _empirical_checks(config, params, rows):
     np.testing.assert_allclose(first, params.initial[0], atol=0.03)
 
 
-@pytest.mark.parametrize("rank", [None, 2])
+@pytest.mark.parametrize("rank", [None, 2, 3])  # 3: the tables are padded to width 4
 def test_sampled_frequencies_match_the_parameters(rank):
     config = get_preset(
         "tiny", num_tasks=2, num_train=6000, transition_rank=rank, transition_concentration=1.0
