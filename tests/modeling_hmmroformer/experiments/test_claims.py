@@ -62,7 +62,7 @@ def test_statistics_undefined_without_their_curves_are_none():
 def test_a_statistic_of_a_model_against_itself_as_twin_is_zero(tiny_model):
     model = tiny_model()
     config = ProbeConfig(
-        distances=(1, 2), num_probe_tasks=4, rows_per_task=12, positions_per_row=12, num_resamples=50
+        distances=(1, 2), num_probe_tasks=4, rows_per_task=12, positions_per_row=None, num_resamples=50
     )
     probes = run_probing(model, open_corpus("tiny"), config, untrained_model=model, progress=False).results
     trained, twin = probes_profile(probes, ""), probes_profile(probes, "untrained_")
@@ -71,3 +71,4 @@ def test_a_statistic_of_a_model_against_itself_as_twin_is_zero(tiny_model):
     effects = claim_effects({**base, **trained}, {**base, **twin})
     defined = [value["effect"] for value in effects.values() if value["effect"] is not None]
     assert len(defined) >= 6 and np.allclose(defined, 0.0, atol=0.0)
+    assert effects["task_rises"]["effect"] == 0.0 and effects["state_before_task"]["effect"] == 0.0
