@@ -323,7 +323,10 @@ def fingerprint(settings: Settings, run: RunConfig) -> str:
     sections["data"].pop("source", None)
     for key in ("output_dir", "disable_tqdm"):
         sections["training"].pop(key, None)
-    record = {"settings": settings.to_dict(), "run": sections}
+    shaped = settings.to_dict()
+    if not shaped["seeds_per_depth"]:  # added later: left out at its default, so older folders still match
+        del shaped["seeds_per_depth"]
+    record = {"settings": shaped, "run": sections}
     return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
