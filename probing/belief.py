@@ -25,6 +25,8 @@ import torch
 
 from hmm_datasets.beliefs import BELIEFS
 
+from .labels import check_columns
+
 RIDGE = 1e-3  # ridge penalty, relative to the mean squared feature
 KL_FLOOR = 1e-3  # share of the uniform distribution mixed into a reconstruction
 MIN_POSITIONS_PER_FEATURE = 2  # a map is fitted on at least 2 (D + 1) probe-train positions
@@ -34,14 +36,9 @@ BELIEF_GROUPS = ("demo1", "demo2", "later", "test")  # the segments a map is fit
 
 
 def check_belief_columns(rows: dict) -> None:
-    """`ValueError` naming the columns the beliefs need and `rows` lacks."""
-    missing = [name for name in BELIEF_COLUMNS if name not in rows]
-    if missing:
-        raise ValueError(
-            f"the rows lack the column(s) {missing}: the belief-state probes need {list(BELIEF_COLUMNS)} "
-            "(the row's task names the HMM whose state filter is the target; the hmm_mixture builder keeps "
-            "it: regenerate or re-export the corpus with scripts/generate.py)."
-        )
+    """`ValueError` naming the columns the beliefs need (the row's task names the HMM whose state
+    filter is the target) and `rows` lacks."""
+    check_columns(rows, BELIEF_COLUMNS, "the belief-state probes")
 
 
 def fit_ridge(x: torch.Tensor, y: torch.Tensor, ridge: float = RIDGE) -> torch.Tensor:

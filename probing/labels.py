@@ -42,13 +42,7 @@ def position_labels(rows: dict[str, np.ndarray], layout: SampleLayout, distances
     Targets: `hidden_state`, `task`, `previous_token_<k>`. Attributes: `token` (the input
     token, the "word type" of the control task), `segment`, `position_in_segment`.
     """
-    missing = [name for name in CORPUS_COLUMNS if name not in rows]
-    if missing:
-        raise ValueError(
-            f"the rows lack the column(s) {missing}: probing needs the corpus's {list(CORPUS_COLUMNS)} "
-            "(hidden states and task ids are kept by the hmm_mixture builder; regenerate or re-export the "
-            "corpus with scripts/generate.py)."
-        )
+    check_columns(rows, CORPUS_COLUMNS, "probing")
     ids = np.asarray(rows["input_ids"]).astype(np.int64)
     observation = ~layout.delimiter_mask()
     task = np.broadcast_to(np.asarray(rows["task_id"]).astype(np.int64)[:, None], ids.shape).copy()
@@ -63,6 +57,17 @@ def position_labels(rows: dict[str, np.ndarray], layout: SampleLayout, distances
     for distance in distances:
         labels[f"previous_token_{distance}"] = previous_token_labels(ids, layout, distance)
     return labels
+
+
+def check_columns(rows: dict, columns: tuple[str, ...], needed_by: str) -> None:
+    """`ValueError` naming the `columns` that `rows` lacks and what needs them."""
+    missing = [name for name in columns if name not in rows]
+    if missing:
+        raise ValueError(
+            f"the rows lack the column(s) {missing}: {needed_by} needs the corpus's {list(columns)} "
+            "(hidden states and task ids are kept by the hmm_mixture builder; regenerate or re-export the "
+            "corpus with scripts/generate.py)."
+        )
 
 
 def sample_positions(layout: SampleLayout, num_rows: int, per_row: int | None, seed: int) -> np.ndarray:
