@@ -44,7 +44,7 @@ _spec = importlib.util.spec_from_file_location("doc_blocks", ROOT / "tests" / "d
 doc_blocks = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(doc_blocks)
 # a clone's folders that a page's scratch folder links to
-LINKED_FOLDERS = ("scripts", "configs", "benchmarks", "tests", "results", "model_cards")
+LINKED_FOLDERS = ("scripts", "configs", "benchmarks", "tests", "model_cards")
 
 
 @pytest.fixture
@@ -144,6 +144,9 @@ def page_workdir(root: Path, reproduced: Path, studied: Path) -> Path:
     for name in LINKED_FOLDERS:
         (root / name).symlink_to(ROOT / name)
     (root / ".venv").symlink_to(sys.prefix)  # what `make install` made: the README activates it
+    shutil.copytree(
+        ROOT / "results", root / "results"
+    )  # a copy: a page's command never writes into the clone
     shutil.copytree(reproduced, root / "runs" / "reproduce-tiny", symlinks=True)
     shutil.copytree(studied, root / "runs" / "study-quick", symlinks=True)
     return root

@@ -47,6 +47,9 @@ def test_the_tiny_rewrite_keeps_what_is_not_a_preset_name():
         at_tiny_size("python scripts/study.py --out runs/study")
         == "python scripts/study.py --study quick --out runs/study"
     )
+    assert at_tiny_size("python scripts/study.py --records results/depth/models") == (
+        "python scripts/study.py --study quick --records runs/study-quick-records"
+    )
 
 
 def _slug(heading: str) -> str:
