@@ -78,8 +78,11 @@ def run_probing(
 ) -> ProbeResult:
     """Figures 2, 3(a), 3(b) and 7 of the paper for `model` on `corpus` (module docstring).
 
-    With `untrained_model` (the same architecture at its initialisation), the same probes on
-    its activations are reported too (`untrained_accuracy`): what the architecture alone gives.
+    Beside the classification probes, the belief-state probes (`probing.belief`) on the same rows.
+    With `untrained_model` (the same architecture at its initialisation), the same probes and
+    belief probes on its activations are reported too (`untrained_accuracy`, `untrained_r2`,
+    `untrained_kl`) and its shuffle test (`patterns["figure2_untrained"]`): what the
+    architecture alone gives, the control every effect is measured against.
     """
     check_hmm_roformer(model)
     check_model_fits_corpus(model.config, corpus.config)
