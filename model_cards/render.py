@@ -47,6 +47,7 @@ def render_results_section(summary: dict) -> str:
         probes=summary["probes"],
         memory=summary.get("memory"),
         claims=summary["claims"],
+        beliefs=summary.get("beliefs", []),
         figures=figures,
         shuffle_parts=SHUFFLE_PART_LABELS,
     )

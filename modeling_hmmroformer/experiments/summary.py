@@ -23,7 +23,7 @@ from probing.plots import FIGURE7_PATTERN
 from probing.run import summarize_probe_results
 
 from . import layout
-from .claims import CLAIMS, claim_effects, profiles
+from .claims import CLAIMS, claim_effects, probe_curve, profiles
 from .verdicts import decide
 
 
@@ -104,6 +104,36 @@ def summarize_ladder(ladder: dict, model: str = "model") -> dict:
     }
 
 
+BELIEF_ROWS = (  # (belief, segment) rows of the card's belief-probe table
+    ("task_posterior", "demo1"),
+    ("task_posterior", "test"),
+    ("state_filter", "demo1"),
+    ("state_filter", "test"),
+    ("joint_posterior", "test"),
+)
+
+
+def belief_table(probes: dict | None) -> list[dict]:
+    """The belief-state probes' held-out R² per layer, model and twin (`probe_results.json`),
+    as "model / twin" cells; empty for results without them."""
+    if probes is None:
+        return []
+    rows = []
+    for belief, segment in BELIEF_ROWS:
+        trained, twin = (
+            probe_curve(probes["records"], f"belief_{belief}", metric, segment)
+            for metric in ("r2", "untrained_r2")
+        )
+        if trained:
+            cells = (
+                [f"{a:.3f} / {b:.3f}" for a, b in zip(trained, twin)]
+                if twin
+                else [f"{a:.3f}" for a in trained]
+            )
+            rows.append({"belief": belief.replace("_", " "), "segment": segment, "cells": cells})
+    return rows
+
+
 def model_claims(figure1: dict | None, probes: dict | None, knockout: dict | None, depth: int) -> list[dict]:
     """Each claim of `claims.CLAIMS` on one model: its statistic for the model and its untrained
     twin, the effect, and the verdict of one seed (`verdicts.decide`: always undecided, said so).
@@ -176,6 +206,7 @@ def summarize_model_folder(folder: str | os.PathLike) -> dict:
     summary["in_context"] = summarize_figure1(raw["figure1"]) if raw["figure1"] else None
     summary["probes"] = summarize_probe_results(raw["probes"]) if raw["probes"] else None
     summary["memory"] = summarize_memory(raw["lemma1"], raw["model_memory"])
+    summary["beliefs"] = belief_table(raw["probes"])
     summary["claims"] = model_claims(
         raw["figure1"], raw["probes"], raw["knockout"], config["num_hidden_layers"]
     )

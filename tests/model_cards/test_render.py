@@ -38,6 +38,9 @@ def test_the_results_section_shows_the_numbers_and_each_claims_effect_over_the_t
     assert section.count("![") == 4 + len(summary["figure7"]) + 2 + 1
     for row in summary["in_context"]["headline"]:
         assert f"| {row['label']} | {row['model']} | {row['bayes']} |" in section
+    assert summary["beliefs"]  # the belief-state probes, model / twin per layer
+    for row in summary["beliefs"]:
+        assert f"| {row['belief']} | {row['segment']} | " + " | ".join(row["cells"]) + " |" in section
     for layer in summary["probes"]["layers"]:
         assert f"| {layer['layer']} | " + " | ".join(layer["cells"]) in section
 
