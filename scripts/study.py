@@ -1,18 +1,20 @@
 """The depth-and-seed study: do the paper's layerwise claims hold at the paper's depth?
 
-    python scripts/study.py                          # default: depths 2,4,8,16 x seeds 0,1,2 (2 CPU cores: about 2 h)
+    python scripts/study.py --records results/depth/models   # default: depths 2,4,8,16; 6 seeds at 4 and 16, 3 at 2 and 8
     python scripts/study.py --study quick --out /tmp/q   # tiny models, seconds (the test suite runs it)
     python scripts/study.py --study small --seeds 0 1 2  # any named pipeline: here the CPU demo's model, 3 seeds
     python scripts/study.py --depths 8 16 --seeds 0 1 2 3 --out runs/study-deep
     python scripts/study.py --redo lemma1            # redo Lemma 1 and every later stage
     python scripts/study.py --training.per_device_train_batch_size 128 --training.bf16 true   # on a GPU
 
-One corpus, every depth x seed trained, then Lemma 1 on the corpus, then every model analysed
-(Figure 1 against Bayes, probes with the untrained model as control, shuffle test, the model's
-memory), then REPORT.md with the claims table (claim x depth: holds in m of n seeds, the
-statistic's mean over seeds with a 95% t interval). Any value of the run config
-(configs/study.yaml) is overridden with --section.field value. A rerun skips complete stages;
-an interrupted model resumes from its last complete checkpoint.
+One corpus and Lemma 1 on it, then each model in turn trained, analysed with its untrained
+twin (Figure 1 against Bayes, probes and belief-state probes, the shuffle test, the rotary
+knock-out, the model against memory-L Bayes predictors) and recorded (one small JSON per model,
+also in --records); then REPORT.md with the verdict table: per claim and depth, the effect over
+the twin across seeds and the verdict of docs/study.md's decision rule (holds, contradicted, or
+undecided; undecided below six seeds). Any value of the run config (configs/study.yaml) is
+overridden with --section.field value. A rerun skips complete stages and recorded models; an
+interrupted model resumes from its last complete checkpoint.
 """
 
 from __future__ import annotations
