@@ -77,50 +77,36 @@ def load_evaluation_data(data: str | HMMMixtureConfig, rows: int | None = None) 
 
 
 @torch.no_grad()
-def model_next_token_log_probs(
-    model, input_ids, batch_size: int = 64, position_ids=None, attention_mask=None
-) -> torch.Tensor:
+def model_next_token_log_probs(model, input_ids, batch_size: int = 64) -> torch.Tensor:
     """`[B, L, W]` on the CPU: the model's next-token log-probabilities over its vocabulary W.
-
-    `position_ids [B, L]` (default: the model's, 0..L-1) place the tokens, e.g. a window cut
-    from a longer row at its original positions; `attention_mask`, a boolean `[1, 1, L, L]`
-    (True to attend) shared by every row, replaces the causal mask. Runs in eval mode in
-    chunks of `batch_size` rows and leaves the model in the mode it found.
-    """
+    Runs in eval mode in chunks of `batch_size` rows and leaves the model in the mode it found."""
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
     ids = torch.as_tensor(np.asarray(input_ids), dtype=torch.long)
-    positions = None if position_ids is None else torch.as_tensor(np.asarray(position_ids), dtype=torch.long)
     chunks = []
     for start in range(0, ids.shape[0], batch_size):
-        rows = slice(start, start + batch_size)
-        placed = {} if positions is None else {"position_ids": positions[rows].to(device)}
-        if attention_mask is not None:
-            placed["attention_mask"] = attention_mask.to(device)
-        logits = model(input_ids=ids[rows].to(device), **placed).logits
+        logits = model(input_ids=ids[start : start + batch_size].to(device)).logits
         chunks.append(torch.log_softmax(logits.float(), dim=-1).cpu())
     model.train(was_training)
     return torch.cat(chunks)
 
 
-def model_next_token_probs(
-    model, input_ids, num_tokens: int, batch_size: int = 64, position_ids=None, attention_mask=None
-) -> torch.Tensor:
+def model_next_token_probs(model, input_ids, num_tokens: int, batch_size: int = 64) -> torch.Tensor:
     """`[B, L, num_tokens]` float64 on the CPU: the model's next-token distribution over the
-    corpus's `num_tokens` = V + 1 tokens (from its log-probabilities over its vocabulary;
-    `model_next_token_log_probs` for the arguments)."""
-    log_probs = model_next_token_log_probs(model, input_ids, batch_size, position_ids, attention_mask)
-    return log_probs[..., :num_tokens].double().exp()
+    corpus's `num_tokens` = V + 1 tokens (from its log-probabilities over its vocabulary)."""
+    return model_next_token_log_probs(model, input_ids, batch_size)[..., :num_tokens].double().exp()
 
 
-def model_predictor(model, num_tokens: int, batch_size: int = 64) -> Predictor:
-    """The model as a predictor of the registry (`model_next_token_probs`)."""
+def model_predictor(
+    model, num_tokens: int, batch_size: int = 64, name: str = "model", label: str = "model"
+) -> Predictor:
+    """The model as a predictor of the registry (`model_next_token_probs`), called `name`."""
 
     def next_token_probs(input_ids, task_ids) -> torch.Tensor:
         return model_next_token_probs(model, input_ids, num_tokens, batch_size)
 
-    return Predictor("model", "model", next_token_probs)
+    return Predictor(name, label, next_token_probs)
 
 
 def figure1(model, data: EvaluationData, *, twin=None, batch_size: int = 64, progress: bool = True) -> dict:
@@ -136,9 +122,7 @@ def figure1(model, data: EvaluationData, *, twin=None, batch_size: int = 64, pro
         )
     predictors = {"model": model_predictor(model, vocab + 1, batch_size)}
     if twin is not None:
-        predictors["twin"] = Predictor(
-            "twin", TWIN_LABEL, model_predictor(twin, vocab + 1, batch_size).next_token_probs
-        )
+        predictors["twin"] = model_predictor(twin, vocab + 1, batch_size, "twin", TWIN_LABEL)
     predictors.update(reference_predictors(data.params))
     scores = scores_by_demo_count(
         predictors, data.input_ids, data.task_ids, layout, progress=progress, desc="Figure 1: demonstrations"
