@@ -301,7 +301,7 @@ class BayesOptimalPredictor:
         longest = max(inside)
         padded = torch.nn.functional.pad(ids, (0, longest - 1))
         runs = padded.unfold(1, longest, 1)[:, 1:length].reshape(-1, longest)  # starts 1..L_row-1
-        offsets = _position_in_segment(ids, self.delimiter)[:, 1:].reshape(-1)
+        offsets = position_in_segment(ids, self.delimiter)[:, 1:].reshape(-1)
         rows = torch.arange(batch, device=self.device).repeat_interleave(length - 1)
         marginals = self._state_marginals(int(offsets.max()))  # [J, K, S]
         at = torch.tensor(inside, device=self.device) - 1  # the run offsets where windows end
@@ -492,8 +492,9 @@ def _delimiter_point_mass(vocab: int, dtype, device) -> torch.Tensor:
     return mass
 
 
-def _position_in_segment(ids: torch.Tensor, delimiter: int) -> torch.Tensor:
-    """`[B, L]`: tokens since the last delimiter before each position (0 at a segment start)."""
+def position_in_segment(ids: torch.Tensor, delimiter: int) -> torch.Tensor:
+    """`[B, L]`: tokens since the last delimiter before each position (0 at a segment start; a
+    delimiter counts the tokens of the segment it closes)."""
     positions = torch.arange(ids.shape[1], device=ids.device).expand_as(ids)
     last_delim = torch.where(ids == delimiter, positions, torch.full_like(positions, -1))
     previous = torch.cummax(last_delim, dim=1).values

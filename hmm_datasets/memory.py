@@ -32,13 +32,12 @@ Shapes: B rows, L positions, V observation tokens, M memories, K tasks, T test t
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 
 import numpy as np
 import torch
 
-from .bayes import BayesOptimalPredictor
+from .bayes import BayesOptimalPredictor, position_in_segment
 from .cache import cached
 from .config import HMMMixtureConfig
 from .observability import observability_coefficient
@@ -49,7 +48,6 @@ from .scoring import next_token_scores
 BOOTSTRAP_RESAMPLES = 200
 FIT_FLOOR = 1e-12  # TV at or below this is exact agreement up to rounding: left out of the fit
 LOW_RANK = 2  # transition rank of the low-rank variant `low_rank_lemma1` measures by default
-_OBSERVABILITY: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # emissions digest -> (lower, upper)
 
 
 def check_memories(memories: Sequence[int]) -> list[int]:
@@ -77,22 +75,12 @@ def share_reaching_row_start(scored: torch.Tensor, memory: int) -> float:
     return masked_mean((torch.arange(scored.shape[1]) < memory).expand_as(scored), scored)
 
 
-def offsets_in_segment(input_ids: torch.Tensor, delimiter: int) -> torch.Tensor:
-    """`[B, L]`: tokens before each token in its segment (0 at a segment's first token; a
-    delimiter counts the tokens of the segment it closes)."""
-    positions = torch.arange(input_ids.shape[1]).expand_as(input_ids)
-    delimiters = torch.where(input_ids == delimiter, positions, -1)
-    before = torch.cummax(delimiters, dim=1).values[:, :-1]  # the last delimiter before token t
-    before = torch.cat([torch.full_like(before[:, :1], -1), before], dim=1)
-    return positions - before - 1
-
-
 def share_reaching_segment_start(
     input_ids: torch.Tensor, scored: torch.Tensor, delimiter: int, memory: int
 ) -> float:
     """Share of the `scored [B, L-1]` positions i whose window of `memory` tokens reaches the first
     token of the segment of token i + 1 (its offset is at most `memory`): there the oracle is exact."""
-    reaches = offsets_in_segment(input_ids, delimiter)[:, 1:] <= memory
+    reaches = position_in_segment(input_ids, delimiter)[:, 1:] <= memory
     return masked_mean(reaches, scored)
 
 
@@ -273,16 +261,6 @@ def rank_correlation(x: Sequence[float], y: Sequence[float]) -> float | None:
     return float((rx * ry).sum() / spread) if spread > 0 else None
 
 
-def task_observability(emissions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`(lower [K], upper [K])`: `observability_coefficient` of every task of `emissions [K, S, V]`,
-    computed once per process for the same emissions (the low-rank variant keeps them)."""
-    array = np.ascontiguousarray(emissions)
-    key = hashlib.sha1(f"{array.shape} {array.dtype}".encode() + array.tobytes()).hexdigest()
-    if key not in _OBSERVABILITY:
-        _OBSERVABILITY[key] = observability_coefficient(array)
-    return _OBSERVABILITY[key]
-
-
 def oracle_per_task(
     params: HMMParams,
     truncated: dict[int, torch.Tensor],
@@ -305,7 +283,7 @@ def oracle_per_task(
     tv = oracle_tv_on_test(truncated, full, start, memories)
     positions = tv.shape[2]
     tasks, rows, mean = tv_by_task(tv, task_ids) if positions else ([], [], [])
-    lower, upper = task_observability(params.emissions)
+    lower, upper = observability_coefficient(params.emissions)
     records = [
         {
             "task_id": int(task),

@@ -15,6 +15,7 @@ from hmm_datasets import (
     get_preset,
     sample_hmm_params,
 )
+from hmm_datasets.bayes import position_in_segment
 from hmm_datasets.memory import (
     bootstrap_interval,
     check_memories,
@@ -22,7 +23,6 @@ from hmm_datasets.memory import (
     fit_exponential_decay,
     lemma1,
     low_rank_lemma1,
-    offsets_in_segment,
     oracle_tv_on_test,
     rank_correlation,
     scored_positions,
@@ -134,7 +134,7 @@ def test_bad_memories_name_the_value(memories, message, tiny):
 # ---- Lemma 1 as stated: per task, the oracle on the test sequences ----------------------------
 def test_share_reaching_segment_start_counts_windows_back_to_the_segment_start():
     ids = torch.tensor([[0, 1, 6, 2, 3, 4]])  # delimiter 6: segments 0 1 | 2 3 4
-    assert offsets_in_segment(ids, 6).tolist() == [[0, 1, 2, 0, 1, 2]]
+    assert position_in_segment(ids, 6).tolist() == [[0, 1, 2, 0, 1, 2]]
     scored = scored_positions(ids, 6)  # predictions of tokens 1, 2, 3, 4 (offsets 1, 0, 1, 2)
     assert share_reaching_segment_start(ids, scored, 6, 1) == 0.75
     assert share_reaching_segment_start(ids, scored, 6, 2) == 1.0
