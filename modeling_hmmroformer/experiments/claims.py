@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from probing.layerwise import curve
+
 from .verdicts import centroid, crossing, effect, slope
 
 DECIDING_POSITIONS = "demo1"  # Figure 3(a): the first demonstration, where the task is still uncertain
@@ -201,15 +203,8 @@ def figure1_profile(figure1: dict, name: str) -> dict:
 
 
 def probe_curve(records: list[dict], target: str, metric: str, positions: str = "all") -> list[float]:
-    """A per-layer probe metric (no head), in layer order."""
-    chosen = [
-        r
-        for r in records
-        if (r["target"], r["metric"], r.get("positions", "all")) == (target, metric, positions)
-        and r["layer"] is not None
-        and r["head"] is None
-    ]
-    return [r["value"] for r in sorted(chosen, key=lambda r: r["layer"])]
+    """A per-layer probe metric (no head), in layer order, as a list (`probing.layerwise.curve`)."""
+    return curve(records, target, metric, positions)["value"].tolist()
 
 
 def probes_profile(probes: dict, prefix: str) -> dict:
