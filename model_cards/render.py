@@ -190,10 +190,18 @@ def render_study_report(summary: dict, machine: dict) -> str:
     environment.filters["stat"] = across_seeds_text
     environment.filters["verdict_cell"] = verdict_cell_text
     environment.filters["num"] = number_text
+    environment.filters["spread"] = seconds_spread_text
     template = environment.from_string(STUDY_REPORT_TEMPLATE.read_text())
-    return template.render(
-        s=summary, machine=machine, total_seconds=sum(summary["stage_seconds"].values()), zip=zip
-    )
+    return template.render(s=summary, machine=machine, zip=zip)
+
+
+def seconds_spread_text(times: dict) -> str:
+    """ "median s [min, max]" of wall times (`aggregate.time_row`); "not recorded" without any."""
+    if times["median"] is None:
+        return "not recorded"
+    if times["min"] == times["max"]:
+        return f"{times['median']:.0f} s"
+    return f"{times['median']:.0f} s [{times['min']:.0f}, {times['max']:.0f}]"
 
 
 def across_seeds_text(stat: dict | None, spec: str = ".3f") -> str:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+
 from hmm_datasets.corpus import open_corpus
 
 from . import layout
@@ -24,9 +26,12 @@ from .verdicts import across_seeds, decide
 RECORD_VERSION = 1  # bumped when a record's statistics change: older records are refused
 
 
-def model_record(depth: int, seed: int, folder: Path, fingerprint: str) -> dict:
+def model_record(
+    depth: int, seed: int, folder: Path, fingerprint: str, seconds: dict[str, float] | None = None
+) -> dict:
     """What one model's analyses say, small enough to commit: distance to Bayes, the ladder,
-    Figure 1's excess KL, the profiles of the model and its twin, every claim's effect, memory."""
+    Figure 1's excess KL, the profiles of the model and its twin, every claim's effect, memory,
+    and the wall time of its stages (`seconds`: stage name -> seconds, as the pipeline ran them)."""
     fig1 = _read(folder / layout.ANALYSIS_FILES["figure1"])
     probes = _read(folder / layout.ANALYSIS_FILES["probes"])
     knockout_path = folder / layout.ANALYSIS_FILES["knockout"]
@@ -47,6 +52,7 @@ def model_record(depth: int, seed: int, folder: Path, fingerprint: str) -> dict:
         "effects": claim_effects(both["trained"], both["twin"]),
         "layer_one": {network: layer_one(profile) for network, profile in both.items()},
         "memory": _read(folder / layout.ANALYSIS_FILES["model_memory"]),
+        "seconds": seconds or {},
     }
 
 
@@ -122,6 +128,21 @@ def memory_row(depth: int, records: list[dict]) -> dict:
     }
 
 
+def time_row(records: list[dict]) -> dict:
+    """One depth's wall times, training and the analyses (every later stage but the record):
+    median, min and max per model, and summed, over the records that kept their stage times."""
+    timed = [r["seconds"] for r in records if "train" in r.get("seconds", {})]
+    times = {
+        "train": [t["train"] for t in timed],
+        "analysis": [sum(v for k, v in t.items() if k != "train") for t in timed],
+    }
+    row = {"n": len(timed)}
+    for name, values in times.items():
+        spread = [float(np.median(values)), min(values), max(values)] if values else [None] * 3
+        row[name] = {**dict(zip(("median", "min", "max"), spread)), "sum": sum(values)}
+    return row
+
+
 def ladder_across_seeds(ladders: list[dict | None]) -> dict:
     """The models of one depth on the ladder: accuracy, the best in-context predictor's, the
     share of the gap to Bayes closed (across seeds), and how many seeds are below the baseline."""
@@ -181,6 +202,7 @@ def summarize_study(
                 "verdicts": verdict_rows(mine),
                 "layer_one": layer_one_row(mine),
                 "memory": memory_row(depth, mine),
+                "seconds": time_row(mine),
             }
         )
     model = config_for_corpus(corpus.config, **run.model_sizes())

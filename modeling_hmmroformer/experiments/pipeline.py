@@ -67,6 +67,7 @@ from .summary import summarize_model_folder
 from .training import checkpoints, is_complete_checkpoint, train
 
 KINDS = ("reproduce", "study")
+MODEL_STAGES = ("train", "evaluate", "probe", "memory", "knockout")  # each model's, in order (stage_plan)
 MODEL_FILE_SUFFIXES = (".safetensors", ".json", ".py", ".yaml")  # what `model/` copies from training/
 
 
@@ -187,7 +188,7 @@ def stage_plan(pipeline: Pipeline, state: dict) -> dict[str, Callable[[], None]]
         plan[m.stage("memory")] = functools.partial(measure_memory, p, m, with_lemma1=not study)
         plan[m.stage("knockout")] = functools.partial(measure_knockout, p, m)
         if study:
-            plan[m.stage("record")] = functools.partial(record_model, p, m)
+            plan[m.stage("record")] = functools.partial(record_model, p, m, state)
     if not study:
         plan["model"] = functools.partial(package_model, p, p.models[0])
     plan["report"] = functools.partial(write_study_report if study else write_report, p, state)
@@ -380,12 +381,23 @@ def measure_knockout(p: Pipeline, m: ModelRun) -> None:
     layout.build_folder(m.path(layout.KNOCKOUT), write)
 
 
-def record_model(p: Pipeline, m: ModelRun) -> None:
-    """The model's small record in its folder, and in the records folder when there is one."""
-    record = json.dumps(model_record(m.depth, m.seed, m.folder, p.fingerprint()), indent=1) + "\n"
+def record_model(p: Pipeline, m: ModelRun, state: dict) -> None:
+    """The model's small record in its folder, and in the records folder when there is one, with
+    the wall times of its stages (so a study resumed on a fresh clone still reports them)."""
+    record = model_record(m.depth, m.seed, m.folder, p.fingerprint(), seconds=model_seconds(state, m))
+    record = json.dumps(record, indent=1) + "\n"
     layout.write_text(m.path(layout.RECORD_JSON), record)
     if p.records is not None:
         layout.write_text(p.record_path(m), record)
+
+
+def model_seconds(state: dict, m: ModelRun) -> dict[str, float]:
+    """Model `m`'s stage times from the state, by stage name without the model's tag."""
+    return {
+        name: state["stages"][m.stage(name)]["seconds"]
+        for name in MODEL_STAGES
+        if m.stage(name) in state["stages"]
+    }
 
 
 def read_record(p: Pipeline, m: ModelRun) -> dict:

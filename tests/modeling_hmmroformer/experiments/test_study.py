@@ -2,13 +2,22 @@
 untrained control at the training's own initialisation, and bad input refused."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 import torch
 
+from model_cards.render import seconds_spread_text
+from modeling_hmmroformer.experiments.aggregate import time_row
 from modeling_hmmroformer.experiments.claims import CLAIMS
-from modeling_hmmroformer.experiments.pipeline import build_corpus, make_pipeline, run_pipeline, stage_names
+from modeling_hmmroformer.experiments.pipeline import (
+    MODEL_STAGES,
+    build_corpus,
+    make_pipeline,
+    run_pipeline,
+    stage_names,
+)
 from modeling_hmmroformer.experiments.settings import PRESETS, Settings, get_settings
 from modeling_hmmroformer.experiments.training import prepare
 from probing.capture import untrained_twin
@@ -44,6 +53,8 @@ def test_the_quick_study_reports_every_claim_at_every_depth(quick_studied):
         assert model == json.loads(
             (out.parent / "records" / f"depth{model['depth']}-seed{model['seed']}.json").read_text()
         )
+        assert list(model["seconds"]) == list(MODEL_STAGES)  # a fresh clone still reports the times
+        assert all(seconds > 0 for seconds in model["seconds"].values())
     for depth in results["depths"]:
         assert f"{depth['kl_bayes_model']['mean']:.3f}" in report
         below = sum(
@@ -54,6 +65,10 @@ def test_the_quick_study_reports_every_claim_at_every_depth(quick_studied):
         assert depth["below_in_context"] == below  # the ladder: seeds below the in-context baseline
         assert f"| {depth['model_accuracy']['mean']:.3f}" in report
         assert f"{below} of {len(config.seeds)} |" in report
+        n = len(config.seeds)  # the time table: training and analysis per model, every seed timed
+        assert re.search(
+            rf"\n\| {depth['depth']} \| \d+ s( \[\d+, \d+\])? \| \d+ s.* \| {n} of {n} \|\n", report
+        )
     for figure in ("distance_to_bayes", "figure2_by_depth", "beliefs_by_depth", "previous_tokens_by_depth"):
         assert (out / "figures" / f"{figure}.png").stat().st_size > 0
     assert (out / "lemma1" / "lemma1.png").stat().st_size > 0
@@ -175,3 +190,15 @@ def test_bad_input_is_one_error_line_and_writes_nothing(run_script, tmp_path, ar
     assert done.returncode == 2
     assert message in done.stderr
     assert not out.exists()
+
+
+def test_the_time_table_reads_the_records_that_kept_their_times():
+    timed = {"train": 100.0, "evaluate": 5.0, "probe": 20.0, "memory": 1.0, "knockout": 4.0}
+    records = [{"seconds": timed}, {"seconds": {**timed, "train": 300.0}}, {"seconds": {}}, {}]
+    row = time_row(records)
+    assert row["n"] == 2
+    assert row["train"] == {"median": 200.0, "min": 100.0, "max": 300.0, "sum": 400.0}
+    assert row["analysis"] == {"median": 30.0, "min": 30.0, "max": 30.0, "sum": 60.0}
+    assert seconds_spread_text(row["train"]) == "200 s [100, 300]"
+    assert seconds_spread_text(row["analysis"]) == "30 s"
+    assert seconds_spread_text(time_row([{}])["train"]) == "not recorded"
