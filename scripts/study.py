@@ -74,8 +74,9 @@ def main(argv: list[str] | None = None) -> int:
         kl, agreement = depth["kl_bayes_model"]["mean"], depth["agreement"]["mean"]
         print(f"  {depth['depth']:>2} layers: KL to Bayes {kl:.3f}, agreement {agreement:.3f}")
         for row in depth["verdicts"]:
-            effect = "n/a" if row["mean"] is None else f"{row['mean']:+.3f}"
-            print(f"      {row['label']:<20} effect {effect:>7}  Fig {row['figure']:<5} {row['claim']}")
+            undefined = row["mean"] is None  # e.g. a slope over layers 2..L at 2 layers
+            effect, label = ("n/a", "n/a") if undefined else (f"{row['mean']:+.3f}", row["label"])
+            print(f"      {label:<20} effect {effect:>7}  Fig {row['figure']:<5} {row['claim']}")
     total = sum(record["seconds"] for record in state["stages"].values())
     print(f"\n{out / layout.REPORT_MD} written; stages took {total:.0f} s in all.")
     return 0
