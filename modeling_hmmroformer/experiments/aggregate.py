@@ -48,11 +48,23 @@ def model_record(
             "demo_counts": fig1["demo_counts"],
             **{name: fig1["kl_bayes_by_num_demos"][name] for name in ("model", "twin")},
         },
+        "kl_bayes_by_test_position": kl_curves_by_test_position(fig1),
         "profiles": both,
         "effects": claim_effects(both["trained"], both["twin"]),
         "layer_one": {network: layer_one(profile) for network, profile in both.items()},
         "memory": _read(folder / layout.ANALYSIS_FILES["model_memory"]),
         "seconds": seconds or {},
+    }
+
+
+def kl_curves_by_test_position(fig1: dict) -> dict:
+    """KL(Bayes ‖ ·) at each test position, all demonstrations: the model, its twin and the best
+    in-context predictor of the ladder (None without a ladder)."""
+    curves, best = fig1["kl_bayes_by_test_position"], (fig1.get("ladder") or {}).get("best_in_context")
+    return {
+        "model": curves["model"],
+        "twin": curves["twin"],
+        "in_context": None if best is None else {"label": fig1["labels"][best], "kl": curves[best]},
     }
 
 
@@ -102,6 +114,35 @@ def kl_by_demos(records: list[dict]) -> dict:
             name: [across_seeds(list(values)) for values in zip(*(c[name] for c in curves))]
             for name in ("model", "twin")
         },
+    }
+
+
+def bins_of_test_positions(test_length: int) -> list[tuple[int, int]]:
+    """Test tokens 1, 2-4, 5-16 and 17 to the last, as `(first, last)`, cut to `test_length`."""
+    bins = [(1, 1), (2, 4), (5, 16), (17, test_length - 1)]
+    return [(first, min(last, test_length - 1)) for first, last in bins if first <= test_length - 1]
+
+
+def kl_by_test_position(records: list[dict]) -> dict | None:
+    """KL(Bayes ‖ ·) averaged over bins of test positions (`bins_of_test_positions`): the model and
+    its twin across seeds, the best in-context predictor (the same rows for every seed). None
+    when no record kept the curves."""
+    curves = [r["kl_bayes_by_test_position"] for r in records if r.get("kl_bayes_by_test_position")]
+    if not curves:
+        return None
+    bins = bins_of_test_positions(len(curves[0]["model"]))
+
+    def binned(curve: list[float]) -> list[float]:
+        return [float(np.mean(curve[first : last + 1])) for first, last in bins]
+
+    in_context = curves[0]["in_context"]
+    return {
+        "bins": bins,
+        **{
+            name: [across_seeds(list(values)) for values in zip(*(binned(c[name]) for c in curves))]
+            for name in ("model", "twin")
+        },
+        "in_context": None if in_context is None else {**in_context, "kl": binned(in_context["kl"])},
     }
 
 
@@ -199,6 +240,7 @@ def summarize_study(
                 "agreement": across_seeds([r["model_vs_bayes"]["agreement"] for r in mine]),
                 **ladder_across_seeds([r["ladder"] for r in mine]),
                 "kl_by_demos": kl_by_demos(mine),
+                "kl_by_test_position": kl_by_test_position(mine),
                 "verdicts": verdict_rows(mine),
                 "layer_one": layer_one_row(mine),
                 "memory": memory_row(depth, mine),

@@ -39,10 +39,17 @@ def by_depth(summary: dict) -> dict[int, list[dict]]:
 
 
 def plot_distance_to_bayes(summary: dict, path: Path) -> None:
-    """KL and agreement with Bayes by depth (mean over seeds, 95% t interval)."""
+    """KL and agreement with Bayes by depth (mean over seeds, 95% t interval), and KL by test
+    position per depth (mean over seeds, min..max band) beside the best in-context predictor."""
     plt = pyplot()
     depths = [d["depth"] for d in summary["depths"]]
-    fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
+    by_depth_records = by_depth(summary)
+    curves = {
+        depth: [r["kl_bayes_by_test_position"] for r in records if r.get("kl_bayes_by_test_position")]
+        for depth, records in by_depth_records.items()
+    }
+    with_positions = any(curves.values())
+    fig, axes = plt.subplots(1, 3 if with_positions else 2, figsize=(12 if with_positions else 8, 3.2))
     labels = {"kl_bayes_model": "KL(Bayes ‖ model), nats/token", "agreement": "argmax = Bayes argmax"}
     for ax, (key, label) in zip(axes, labels.items()):
         stats = [d[key] for d in summary["depths"]]
@@ -54,6 +61,19 @@ def plot_distance_to_bayes(summary: dict, path: Path) -> None:
         ax.set_xticks(depths, [str(d) for d in depths])
         ax.set_xlabel("layers")
         ax.set_ylabel(label)
+    if with_positions:
+        ax, colors = axes[2], plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        for index, (depth, mine) in enumerate(c for c in curves.items() if c[1]):
+            positions = np.arange(1, len(mine[0]["model"]))  # test tokens 1..T-1
+            model = [c["model"][1:] for c in mine]
+            seed_band(ax, positions, model, f"{depth} layers", colors[index % len(colors)])
+        in_context = next(c for mine in curves.values() for c in mine)["in_context"]
+        if in_context is not None:
+            ax.plot(positions, in_context["kl"][1:], ":", color="black", label=in_context["label"])
+        ax.set_yscale("log")
+        ax.set_xlabel("position in the test sequence")
+        ax.set_ylabel("KL(Bayes ‖ ·), nats/token")
+        legend(ax, 7)
     save_figure(fig, path)
 
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from model_cards.render import seconds_spread_text
-from modeling_hmmroformer.experiments.aggregate import time_row
+from modeling_hmmroformer.experiments.aggregate import bins_of_test_positions, kl_by_test_position, time_row
 from modeling_hmmroformer.experiments.claims import CLAIMS
 from modeling_hmmroformer.experiments.pipeline import (
     MODEL_STAGES,
@@ -44,6 +44,7 @@ def test_the_quick_study_reports_every_claim_at_every_depth(quick_studied):
             assert cell["verdict"] == "undecided" and cell["label"] == f"undecided ({cell['n']} seed{plural})"
             assert cell["n"] <= 2
     assert "**undecided (2 seeds)**" in report
+    assert "And by position in the test sequence" in report  # Figure 1 as excess KL, by test position
     for model in results["models"]:  # the twin is scored beside every model
         effects = model["effects"]
         assert (
@@ -202,3 +203,19 @@ def test_the_time_table_reads_the_records_that_kept_their_times():
     assert seconds_spread_text(row["train"]) == "200 s [100, 300]"
     assert seconds_spread_text(row["analysis"]) == "30 s"
     assert seconds_spread_text(time_row([{}])["train"]) == "not recorded"
+
+
+def test_excess_kl_by_test_position_is_averaged_in_bins_across_seeds():
+    assert bins_of_test_positions(64) == [(1, 1), (2, 4), (5, 16), (17, 63)]
+    assert bins_of_test_positions(8) == [(1, 1), (2, 4), (5, 7)]  # cut to the test sequence
+    curve = [9.0, 1.0, 2.0, 2.0, 2.0, 3.0, 3.0, 3.0]  # position 0 is not a test token scored
+    records = [
+        {"kl_bayes_by_test_position": {"model": curve, "twin": [2 * v for v in curve], "in_context": None}},
+        {"kl_bayes_by_test_position": {"model": [v + 1 for v in curve], "twin": curve, "in_context": None}},
+        {},  # a record made before the curves were kept
+    ]
+    row = kl_by_test_position(records)
+    assert [stat["mean"] for stat in row["model"]] == [1.5, 2.5, 3.5]
+    assert [stat["n"] for stat in row["twin"]] == [2, 2, 2]
+    assert row["in_context"] is None
+    assert kl_by_test_position([{}]) is None
