@@ -43,10 +43,9 @@ def plot_distance_to_bayes(summary: dict, path: Path) -> None:
     position per depth (mean over seeds, min..max band) beside the best in-context predictor."""
     plt = pyplot()
     depths = [d["depth"] for d in summary["depths"]]
-    by_depth_records = by_depth(summary)
     curves = {
         depth: [r["kl_bayes_by_test_position"] for r in records if r.get("kl_bayes_by_test_position")]
-        for depth, records in by_depth_records.items()
+        for depth, records in by_depth(summary).items()
     }
     with_positions = any(curves.values())
     fig, axes = plt.subplots(1, 3 if with_positions else 2, figsize=(12 if with_positions else 8, 3.2))
