@@ -67,14 +67,29 @@ def r_squared(y: torch.Tensor, y_hat: torch.Tensor) -> float:
     return float(1 - ((y - y_hat) ** 2).sum() / total) if total > 0 else float("nan")
 
 
-def project_to_simplex(v: torch.Tensor) -> torch.Tensor:
-    """`[N, K]`: the Euclidean projection of every row of `v` onto the probability simplex."""
-    ordered = v.sort(-1, descending=True).values
+def project_to_simplex(v: torch.Tensor, top: int = 48) -> torch.Tensor:
+    """`[N, K]`: the Euclidean projection of every row of `v` onto the probability simplex.
+
+    The threshold depends only on the entries above it, so each row's largest `top` are found
+    first (`topk`, much cheaper than sorting a wide row); the rows whose support reaches `top`
+    are sorted in full. Both give the same numbers as a full sort."""
+    if v.shape[-1] <= top:
+        return (v - simplex_threshold(v.sort(-1, descending=True).values)).clamp_min(0)
+    threshold, support = simplex_threshold(v.topk(top, -1).values, with_support=True)
+    wide = (support == top).squeeze(-1)
+    if bool(wide.any()):
+        threshold[wide] = simplex_threshold(v[wide].sort(-1, descending=True).values)
+    return (v - threshold).clamp_min(0)
+
+
+def simplex_threshold(ordered: torch.Tensor, with_support: bool = False):
+    """`[N, 1]`: the projection's threshold from each row's largest entries in descending order
+    (all of them, or enough to hold the support), and with `with_support` the support size."""
     cumulative = ordered.cumsum(-1) - 1
-    index = torch.arange(1, v.shape[-1] + 1, dtype=v.dtype)
+    index = torch.arange(1, ordered.shape[-1] + 1, dtype=ordered.dtype)
     support = (ordered - cumulative / index > 0).sum(-1, keepdim=True)  # >= 1
     threshold = cumulative.gather(-1, support - 1) / support
-    return (v - threshold).clamp_min(0)
+    return (threshold, support) if with_support else threshold
 
 
 def kl_to_reconstruction(y: torch.Tensor, y_hat: torch.Tensor, floor: float = KL_FLOOR) -> float:

@@ -102,3 +102,17 @@ def test_kl_of_an_exact_reconstruction_is_only_the_floor():
 def test_rows_without_the_task_column_are_refused_with_its_name():
     with pytest.raises(ValueError, match=r"\['task_id'\]"):
         check_belief_columns({"input_ids": np.zeros((2, 3)), "hidden_states": np.zeros((2, 3))})
+
+
+def test_the_top_entries_projection_equals_the_full_sort():
+    """Wide rows are projected from their largest entries; rows whose support does not fit in
+    them fall back to a full sort; both give exactly the full sort's numbers."""
+    rng = np.random.default_rng(0)
+    sparse = rng.normal(0, 0.05, size=(200, 384))  # a noisy reconstruction: a small support
+    sparse[np.arange(200), rng.integers(0, 384, 200)] += 1.0
+    flat = np.full((50, 384), 1 / 384) + rng.normal(0, 1e-4, size=(50, 384))  # supports of ~all 384
+    points = torch.as_tensor(np.concatenate([sparse, flat]))
+    full = project_to_simplex(points, top=384)
+    for top in (4, 48):
+        assert torch.equal(project_to_simplex(points, top=top), full)
+    torch.testing.assert_close(full.sum(-1), torch.ones(250, dtype=torch.float64))
