@@ -135,25 +135,30 @@ def fit_probes(
     index = labels.clamp_min(0)[:, None]
     l2 = settings.l2
 
-    def loss_and_grad(flat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        weights = flat.view_as(probes.weights)
-        log_probs = probes.logits(features, weights).log_softmax(1)  # [B, C, N]
-        loss = -(weight * log_probs.gather(1, index)).sum((1, 2)) + 0.5 * l2 * weights[:, :-1].square().sum(
+    def loss_and_grad(flat: torch.Tensor, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Loss and gradient of the probes `rows` (indices into the B), weights `flat`."""
+        these = Probes(
+            flat.view(rows.numel(), *probes.weights.shape[1:]), mean[rows], std[rows], allowed[rows]
+        )
+        x = features if features.dim() == 2 else features[rows]
+        w, at = weight[rows], index[rows]
+        log_probs = these.logits(x).log_softmax(1)  # [b, C, N]
+        loss = -(w * log_probs.gather(1, at)).sum((1, 2)) + 0.5 * l2 * these.weights[:, :-1].square().sum(
             (1, 2)
         )
-        residual = log_probs.exp_().mul_(weight)  # dL/dlogits: weight * (softmax - one-hot)
-        residual.scatter_add_(1, index, -weight)
-        if features.dim() == 2:
+        residual = log_probs.exp_().mul_(w)  # dL/dlogits: weight * (softmax - one-hot)
+        residual.scatter_add_(1, at, -w)
+        if x.dim() == 2:
             batch, classes, positions = residual.shape
-            by_class = (residual.view(batch * classes, positions) @ features).view(batch, classes, -1)
+            by_class = (residual.view(batch * classes, positions) @ x).view(batch, classes, -1)
         else:
-            by_class = torch.bmm(residual, features)  # [B, C, D]
-        summed = residual.sum(2)  # [B, C]
-        grad = torch.empty_like(weights)
-        grad[:, :-1] = (by_class.transpose(1, 2) - probes.mean[..., None] * summed[:, None]) / probes.std[
+            by_class = torch.bmm(residual, x)  # [b, C, D]
+        summed = residual.sum(2)  # [b, C]
+        grad = torch.empty_like(these.weights)
+        grad[:, :-1] = (by_class.transpose(1, 2) - these.mean[..., None] * summed[:, None]) / these.std[
             ..., None
         ]
-        grad[:, :-1] += l2 * weights[:, :-1]
+        grad[:, :-1] += l2 * these.weights[:, :-1]
         grad[:, -1] = summed
         return loss, grad.flatten(1)
 
@@ -162,12 +167,13 @@ def fit_probes(
     # are strongly correlated).
     precondition = inverse_square_root(correlation)  # [B, D, D]
 
-    def in_whitened(flat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        u = flat.view_as(probes.weights)
-        w = torch.cat([precondition @ u[:, :-1], u[:, -1:]], 1)
-        loss, grad = loss_and_grad(w.flatten(1))
+    def in_whitened(flat: torch.Tensor, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        u = flat.view(rows.numel(), *probes.weights.shape[1:])
+        p = precondition[rows]
+        w = torch.cat([p @ u[:, :-1], u[:, -1:]], 1)
+        loss, grad = loss_and_grad(w.flatten(1), rows)
         grad = grad.view_as(u)
-        return loss, torch.cat([precondition.transpose(1, 2) @ grad[:, :-1], grad[:, -1:]], 1).flatten(1)
+        return loss, torch.cat([p.transpose(1, 2) @ grad[:, :-1], grad[:, -1:]], 1).flatten(1)
 
     flat = batched_lbfgs(in_whitened, probes.weights.flatten(1), settings.max_iter, settings.tolerance)
     u = flat.view_as(probes.weights)
@@ -186,19 +192,32 @@ def inverse_square_root(correlation: torch.Tensor, ridge: float = 1e-3) -> torch
 def batched_lbfgs(
     loss_and_grad, start: torch.Tensor, max_iter: int, tolerance: float, history: int = 20
 ) -> torch.Tensor:
-    """Minimise B independent smooth functions at once: `loss_and_grad(x [B, P]) -> (loss [B],
-    grad [B, P])`. L-BFGS per row (its own history, two-loop recursion and backtracking
-    Armijo step, the first step scaled as torch's L-BFGS does); a row stops once its loss
-    changes by less than `tolerance` relative to it, or its gradient vanishes."""
+    """Minimise B independent smooth functions at once: `loss_and_grad(x [b, P], rows [b]) ->
+    (loss [b], grad [b, P])` of the functions `rows` (indices into the B) at `x`. L-BFGS per
+    row (its own history, two-loop recursion and backtracking Armijo step, the first step
+    scaled as torch's L-BFGS does); a row stops once its loss changes by less than `tolerance`
+    relative to it, or its gradient vanishes, and leaves the batch: the rows still running
+    are all that is computed."""
+    out = start.clone()
+    rows = torch.arange(start.shape[0], device=start.device)
     x = start.clone()
-    loss, grad = loss_and_grad(x)
-    batch = x.shape[0]
+    loss, grad = loss_and_grad(x, rows)
     steps, changes = x.new_zeros(history, *x.shape), x.new_zeros(history, *x.shape)
-    rho = x.new_zeros(history, batch)
-    scale = x.new_ones(batch)  # the initial inverse-Hessian scale s.y / y.y of the newest pair
-    active = grad.abs().amax(1) > 0
+    rho = x.new_zeros(history, x.shape[0])
+    scale = x.new_ones(x.shape[0])  # the initial inverse-Hessian scale s.y / y.y of the newest pair
+    running = grad.abs().amax(1) > 0
     for iteration in range(max_iter):
-        if not active.any():
+        if not bool(running.all()):  # the rows that stopped leave the batch
+            out[rows[~running]] = x[~running]
+            x, loss, grad, scale, rows = (
+                x[running],
+                loss[running],
+                grad[running],
+                scale[running],
+                rows[running],
+            )
+            steps, changes, rho = steps[:, running], changes[:, running], rho[:, running]
+        if rows.numel() == 0:
             break
         direction = -grad
         alphas = []
@@ -213,24 +232,23 @@ def batched_lbfgs(
         slope = (grad * direction).sum(1)
         uphill = slope >= 0  # a lost direction: fall back to steepest descent
         direction[uphill], slope[uphill] = -grad[uphill], -(grad[uphill] ** 2).sum(1)
-        step_size = x.new_ones(batch)
+        step_size = x.new_ones(rows.numel())
         if iteration == 0:
             step_size = (1.0 / grad.abs().sum(1)).clamp(max=1.0)
-        step_size = torch.where(active, step_size, 0.0)
         new_x = x + step_size[:, None] * direction
-        new_loss, new_grad = loss_and_grad(new_x)
+        new_loss, new_grad = loss_and_grad(new_x, rows)
         for _ in range(30):  # backtrack the rows whose step did not decrease enough
-            short = active & ~(new_loss <= loss + 1e-4 * step_size * slope)
+            short = ~(new_loss <= loss + 1e-4 * step_size * slope)
             if not short.any():
                 break
             step_size = torch.where(short, step_size / 2, step_size)
             new_x = torch.where(short[:, None], x + step_size[:, None] * direction, new_x)
-            trial_loss, trial_grad = loss_and_grad(new_x)
+            trial_loss, trial_grad = loss_and_grad(new_x, rows)
             new_loss = torch.where(short, trial_loss, new_loss)
             new_grad = torch.where(short[:, None], trial_grad, new_grad)
         step, change = new_x - x, new_grad - grad
         curvature = (step * change).sum(1)
-        accept = active & (curvature > 1e-10)
+        accept = curvature > 1e-10
         steps, changes, rho = steps.roll(-1, 0), changes.roll(-1, 0), rho.roll(-1, 0)
         steps[-1], changes[-1] = (
             torch.where(accept[:, None], step, 0.0),
@@ -239,10 +257,10 @@ def batched_lbfgs(
         rho[-1] = torch.where(accept, 1.0 / curvature.clamp_min(1e-10), 0.0)
         scale = torch.where(accept, curvature / (change * change).sum(1).clamp_min(1e-30), scale)
         settled = (loss - new_loss).abs() <= tolerance * new_loss.abs().clamp_min(1.0)
-        x = torch.where(active[:, None], new_x, x)
-        loss, grad = torch.where(active, new_loss, loss), torch.where(active[:, None], new_grad, grad)
-        active = active & ~settled & (grad.abs().amax(1) > 0)
-    return x
+        x, loss, grad = new_x, new_loss, new_grad
+        running = ~settled & (grad.abs().amax(1) > 0)
+    out[rows] = x
+    return out
 
 
 def probe_hits(

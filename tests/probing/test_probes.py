@@ -188,10 +188,24 @@ def test_batched_lbfgs_finds_each_rows_minimum():
     hessians = a @ a.transpose(1, 2) + torch.eye(6) * torch.tensor([0.1, 1.0, 10.0])[:, None, None]
     targets = torch.as_tensor(rng.normal(size=(3, 6)))
 
-    def loss_and_grad(x):
-        delta = x - targets
-        grad = (hessians @ delta[..., None])[..., 0]
+    evaluated = []
+
+    def loss_and_grad(x, rows):
+        evaluated.append(rows.tolist())
+        delta = x - targets[rows]
+        grad = (hessians[rows] @ delta[..., None])[..., 0]
         return 0.5 * (delta * grad).sum(1), grad
 
     found = batched_lbfgs(loss_and_grad, torch.zeros(3, 6, dtype=torch.float64), 200, 1e-14)
     assert torch.allclose(found, targets, atol=1e-6)
+    # a row that has stopped is not evaluated again (the rows stop at different iterations)
+    assert evaluated[0] == [0, 1, 2] and evaluated[-1] != [0, 1, 2]
+    # each row's result is the one it reaches alone
+    for row in range(3):
+        alone = batched_lbfgs(
+            lambda x, rows, row=row: loss_and_grad(x, rows + row),
+            torch.zeros(1, 6, dtype=torch.float64),
+            200,
+            1e-14,
+        )
+        assert torch.equal(alone[0], found[row])
