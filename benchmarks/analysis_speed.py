@@ -1,12 +1,17 @@
 """The analysis of one model, now and at the baseline commit, on the same checkpoint and rows.
 
-What the study's analysis stages run for one model: Figure 1 against Bayes (512 test rows),
-the probes with the untrained twin and the shuffle test, the model cut to memories 1..32 (128
-rows); and, once per corpus, Lemma 1. Both sides run the same calls in a fresh process each,
-one after the other: the current tree, and the tree of `--baseline` (7002bf7, before the
-analysis-speed work) extracted with `git archive` (it imports `evaluate`, which the current
-code no longer needs: `pip install "evaluate<1"` first). Each side writes every file the
-stages write, in its own scratch folder.
+What the study's analysis stages run for one model. Today: Figure 1 against Bayes (512 test
+rows) with the untrained twin scored beside the model, the probes and belief-state probes of
+the model and its twin with the shuffle test of both, the model against the memory-L Bayes
+predictors (128 rows), and the rotary knock-out of the model and its twin (128 rows); and, once
+per corpus, Lemma 1. At the baseline (7002bf7, before the analysis-speed work) the stages did
+other work: Figure 1 without the twin, probes with the twin but no belief probes, no shuffle
+test of the twin, the model cut to memories 1..32, no knock-out. So the ratio compares the
+analysis a study ran then with the one it runs now, not the same computation. Both sides run
+in a fresh process each, one after the other: the current tree, and the tree of `--baseline`
+extracted with `git archive` (it imports `evaluate`, which the current code no longer needs:
+`pip install "evaluate<1"` first). Each side writes every file its stages write, in its own
+scratch folder.
 
     python benchmarks/analysis_speed.py                    # 16 x 64 and 4 x 128 on `small`
     python benchmarks/analysis_speed.py --small-model runs/reproduce-small/model
@@ -18,7 +23,8 @@ when they converge. Writes results/analysis_speed.json with, at its top level,
 `sixteen_layers_s`, `sixteen_layers_ratio`, `small_s` and `lemma1_small_s` (seconds of the
 current code, and the baseline's seconds over ours), and `sixteen_layers_next_model_s`: the
 same 16-layer analysis run again in the same process, as a study's next model is (the
-exact predictions of the fixed test rows are computed once per process).
+exact predictions of the fixed test rows are computed once per process). Each side's probe
+stage also reports its own sub-timings (`probe_timings`: captures, fits, shuffle test).
 """
 
 from __future__ import annotations
@@ -45,6 +51,9 @@ ARCHITECTURES = {
 # ---- one side, in its own process (imports whichever tree PYTHONPATH names) ---------------
 def analyse(model_path: str, out: Path, with_lemma1: bool) -> dict:
     """Seconds of each analysis stage of one model, its outputs written under `out`."""
+    import inspect
+    import json as json_module
+
     import torch
 
     import modeling_hmmroformer  # noqa: F401  (registers the model)
@@ -55,26 +64,38 @@ def analyse(model_path: str, out: Path, with_lemma1: bool) -> dict:
     except ImportError:  # the baseline's
         from modeling_hmmroformer.evaluation import figure1, load_evaluation_data, write_figure1
         from modeling_hmmroformer.memory import write_lemma1, write_model_memory
+    try:  # today's stages: the twin of the training seed, the rotary knock-out
+        from hmm_datasets.predictors import reference_predictors
+        from probing.capture import untrained_twin
+        from probing.knockout import rotary_knockout, scored_test_positions
+    except ImportError:
+        untrained_twin = rotary_knockout = None
     from hmm_datasets.corpus import open_corpus
     from probing.capture import load_hmm_roformer
     from probing.plots import write_probe_results
     from probing.run import ProbeConfig, run_probing
 
-    for name in ("figure1", "probes", "lemma1", "memory"):
+    for name in ("figure1", "probes", "lemma1", "memory", "knockout"):
         (out / name).mkdir()
     seconds = {}
     model = load_hmm_roformer(model_path)
-    torch.manual_seed(0)
-    twin = type(model)(model.config).eval()
+    if untrained_twin is not None:
+        twin = untrained_twin(model, 0)
+    else:
+        torch.manual_seed(0)
+        twin = type(model)(model.config).eval()
 
     start = time.perf_counter()
-    write_figure1(figure1(model, load_evaluation_data(CORPUS, EVAL_ROWS), progress=False), out / "figure1")
+    scored_twin = {"twin": twin} if "twin" in inspect.signature(figure1).parameters else {}
+    data = load_evaluation_data(CORPUS, EVAL_ROWS)
+    write_figure1(figure1(model, data, progress=False, **scored_twin), out / "figure1")
     seconds["evaluate"] = time.perf_counter() - start
 
     start = time.perf_counter()
     result = run_probing(model, open_corpus(CORPUS), ProbeConfig(), untrained_model=twin, progress=False)
     write_probe_results(result, out / "probes")
     seconds["probe"] = time.perf_counter() - start
+    seconds["probe_timings"] = result.results.get("timings_s", {})
 
     data = load_evaluation_data(CORPUS, MEMORY_ROWS)
     if with_lemma1:
@@ -84,11 +105,30 @@ def analyse(model_path: str, out: Path, with_lemma1: bool) -> dict:
     start = time.perf_counter()
     write_model_memory(model, data, MEMORIES, out / "memory")
     seconds["memory"] = time.perf_counter() - start
-    seconds["analysis"] = seconds["evaluate"] + seconds["probe"] + seconds["memory"]
+    stages = ["evaluate", "probe", "memory"]
+    if rotary_knockout is not None:
+        start = time.perf_counter()
+        bayes = reference_predictors(data.params)["bayes"].next_token_probs(data.input_ids, data.task_ids)
+        scored = scored_test_positions(data.layout, len(data.input_ids))
+        knocked = {
+            name: rotary_knockout(network, data.input_ids, scored, bayes, progress=False)
+            for name, network in (("trained", model), ("twin", twin))
+        }
+        (out / "knockout" / "knockout.json").write_text(json_module.dumps(knocked))
+        seconds["knockout"] = time.perf_counter() - start
+        stages.append("knockout")
+    seconds["analysis"] = sum(seconds[stage] for stage in stages)
     return seconds
 
 
+def without_editable_install() -> None:
+    """Only PYTHONPATH's tree is importable: the editable install's finder would otherwise
+    hand the baseline side the current tree's modules the baseline lacks."""
+    sys.meta_path[:] = [finder for finder in sys.meta_path if "__editable__" not in repr(finder)]
+
+
 def side_main(argv: list[str]) -> int:
+    without_editable_install()
     model_path, out, with_lemma1, again = argv[0], Path(argv[1]), argv[2] == "lemma1", argv[3] == "again"
     seconds = analyse(model_path, out, with_lemma1)
     if again:  # the next model of a study, in the same process (what is computed once is reused)
@@ -175,7 +215,11 @@ def main(argv: list[str] | None = None) -> int:
                 entry[name] = run_side(tree, model_path, out, with_lemma1=kind == "small", again=again)
                 print(f"{kind:>5} {name:>8}: {entry[name]}", flush=True)
             if "baseline" in entry:
-                entry["ratio"] = {k: entry["baseline"][k] / entry["current"][k] for k in entry["baseline"]}
+                entry["ratio"] = {
+                    k: entry["baseline"][k] / entry["current"][k]
+                    for k in entry["baseline"]
+                    if isinstance(entry["baseline"][k], float) and k in entry["current"]
+                }
             result[kind] = entry
     result["sixteen_layers_s"] = result["deep"]["current"]["analysis"]
     result["sixteen_layers_ratio"] = result["deep"].get("ratio", {}).get("analysis")
