@@ -52,7 +52,6 @@ ARCHITECTURES = {
 def analyse(model_path: str, out: Path, with_lemma1: bool) -> dict:
     """Seconds of each analysis stage of one model, its outputs written under `out`."""
     import inspect
-    import json as json_module
 
     import torch
 
@@ -114,7 +113,7 @@ def analyse(model_path: str, out: Path, with_lemma1: bool) -> dict:
             name: rotary_knockout(network, data.input_ids, scored, bayes, progress=False)
             for name, network in (("trained", model), ("twin", twin))
         }
-        (out / "knockout" / "knockout.json").write_text(json_module.dumps(knocked))
+        (out / "knockout" / "knockout.json").write_text(json.dumps(knocked))
         seconds["knockout"] = time.perf_counter() - start
         stages.append("knockout")
     seconds["analysis"] = sum(seconds[stage] for stage in stages)

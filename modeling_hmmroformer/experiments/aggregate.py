@@ -105,15 +105,17 @@ def verdict_table(depths: list[dict]) -> list[dict]:
     ]
 
 
+def pointwise_across_seeds(curves: list[list[float]]) -> list[dict]:
+    """`across_seeds` at each point of equally long per-seed curves."""
+    return [across_seeds(list(values)) for values in zip(*curves)]
+
+
 def kl_by_demos(records: list[dict]) -> dict:
     """KL(Bayes ‖ model) and the twin's by number of demonstrations, across seeds."""
     curves = [record["kl_bayes_by_num_demos"] for record in records]
     return {
         "demo_counts": curves[0]["demo_counts"],
-        **{
-            name: [across_seeds(list(values)) for values in zip(*(c[name] for c in curves))]
-            for name in ("model", "twin")
-        },
+        **{name: pointwise_across_seeds([c[name] for c in curves]) for name in ("model", "twin")},
     }
 
 
@@ -138,10 +140,7 @@ def kl_by_test_position(records: list[dict]) -> dict | None:
     in_context = curves[0]["in_context"]
     return {
         "bins": bins,
-        **{
-            name: [across_seeds(list(values)) for values in zip(*(binned(c[name]) for c in curves))]
-            for name in ("model", "twin")
-        },
+        **{name: pointwise_across_seeds([binned(c[name]) for c in curves]) for name in ("model", "twin")},
         "in_context": None if in_context is None else {**in_context, "kl": binned(in_context["kl"])},
     }
 

@@ -67,7 +67,13 @@ from .summary import summarize_model_folder
 from .training import checkpoints, is_complete_checkpoint, train
 
 KINDS = ("reproduce", "study")
-MODEL_STAGES = ("train", "evaluate", "probe", "memory", "knockout")  # each model's, in order (stage_plan)
+MODEL_STAGES = (
+    "train",
+    "evaluate",
+    "probe",
+    "memory",
+    "knockout",
+)  # each model's stages, in the order they run
 MODEL_FILE_SUFFIXES = (".safetensors", ".json", ".py", ".yaml")  # what `model/` copies from training/
 
 
@@ -182,11 +188,14 @@ def stage_plan(pipeline: Pipeline, state: dict) -> dict[str, Callable[[], None]]
     if study:
         plan["lemma1"] = functools.partial(measure_lemma1, p)
     for m in to_run:  # each model trained, analysed and recorded before the next one starts
-        plan[m.stage("train")] = functools.partial(train_model, p, m)
-        plan[m.stage("evaluate")] = functools.partial(evaluate_model, p, m)
-        plan[m.stage("probe")] = functools.partial(probe_model, p, m)
-        plan[m.stage("memory")] = functools.partial(measure_memory, p, m, with_lemma1=not study)
-        plan[m.stage("knockout")] = functools.partial(measure_knockout, p, m)
+        runners = {
+            "train": functools.partial(train_model, p, m),
+            "evaluate": functools.partial(evaluate_model, p, m),
+            "probe": functools.partial(probe_model, p, m),
+            "memory": functools.partial(measure_memory, p, m, with_lemma1=not study),
+            "knockout": functools.partial(measure_knockout, p, m),
+        }
+        plan.update({m.stage(name): runners[name] for name in MODEL_STAGES})
         if study:
             plan[m.stage("record")] = functools.partial(record_model, p, m, state)
     if not study:
