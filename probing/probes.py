@@ -133,52 +133,58 @@ def fit_probes(
     probes = Probes(features.new_zeros(labels.shape[0], features.shape[-1] + 1, classes), mean, std, allowed)
     weight = (valid.to(features.dtype) / valid.sum(1, keepdim=True).clamp_min(1))[:, None]  # [B, 1, N]
     index = labels.clamp_min(0)[:, None]
-    l2 = settings.l2
-
-    def loss_and_grad(flat: torch.Tensor, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Loss and gradient of the probes `rows` (indices into the B), weights `flat`."""
-        these = Probes(
-            flat.view(rows.numel(), *probes.weights.shape[1:]), mean[rows], std[rows], allowed[rows]
-        )
-        x = features if features.dim() == 2 else features[rows]
-        w, at = weight[rows], index[rows]
-        log_probs = these.logits(x).log_softmax(1)  # [b, C, N]
-        loss = -(w * log_probs.gather(1, at)).sum((1, 2)) + 0.5 * l2 * these.weights[:, :-1].square().sum(
-            (1, 2)
-        )
-        residual = log_probs.exp_().mul_(w)  # dL/dlogits: weight * (softmax - one-hot)
-        residual.scatter_add_(1, at, -w)
-        if x.dim() == 2:
-            batch, classes, positions = residual.shape
-            by_class = (residual.view(batch * classes, positions) @ x).view(batch, classes, -1)
-        else:
-            by_class = torch.bmm(residual, x)  # [b, C, D]
-        summed = residual.sum(2)  # [b, C]
-        grad = torch.empty_like(these.weights)
-        grad[:, :-1] = (by_class.transpose(1, 2) - these.mean[..., None] * summed[:, None]) / these.std[
-            ..., None
-        ]
-        grad[:, :-1] += l2 * these.weights[:, :-1]
-        grad[:, -1] = summed
-        return loss, grad.flatten(1)
-
     # L-BFGS runs on whitened coordinates: W = P U with P = (covariance of the standardised
     # features)^(-1/2), the same minimum, far better conditioned (a residual stream's features
     # are strongly correlated).
     precondition = inverse_square_root(correlation)  # [B, D, D]
 
-    def in_whitened(flat: torch.Tensor, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        u = flat.view(rows.numel(), *probes.weights.shape[1:])
-        p = precondition[rows]
-        w = torch.cat([p @ u[:, :-1], u[:, -1:]], 1)
-        loss, grad = loss_and_grad(w.flatten(1), rows)
-        grad = grad.view_as(u)
-        return loss, torch.cat([p.transpose(1, 2) @ grad[:, :-1], grad[:, -1:]], 1).flatten(1)
+    def objective(rows: torch.Tensor):
+        """The loss and gradient in whitened coordinates of the probes `rows` (indices into
+        the B), their tensors selected once for every step they run together."""
+        every = rows.numel() == labels.shape[0]
+        pick = (lambda t: t) if every else (lambda t: t[rows])
+        x = features if features.dim() == 2 else pick(features)
+        m, s, a, w, at, p = (pick(t) for t in (mean, std, allowed, weight, index, precondition))
+        shape = (rows.numel(), *probes.weights.shape[1:])
 
-    flat = batched_lbfgs(in_whitened, probes.weights.flatten(1), settings.max_iter, settings.tolerance)
+        def loss_and_grad(flat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            u = flat.view(shape)
+            these = Probes(torch.cat([p @ u[:, :-1], u[:, -1:]], 1), m, s, a)
+            loss, grad = probe_loss_and_grad(these, x, w, at, settings.l2)
+            return loss, torch.cat([p.transpose(1, 2) @ grad[:, :-1], grad[:, -1:]], 1).flatten(1)
+
+        return loss_and_grad
+
+    flat = batched_lbfgs(objective, probes.weights.flatten(1), settings.max_iter, settings.tolerance)
     u = flat.view_as(probes.weights)
     probes.weights = torch.cat([precondition @ u[:, :-1], u[:, -1:]], 1)
     return probes
+
+
+def probe_loss_and_grad(
+    probes: Probes, x: torch.Tensor, weight: torch.Tensor, index: torch.Tensor, l2: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`(loss [b], grad [b, D + 1, C])` of b probes: the weighted cross-entropy of their labels
+    `index [b, 1, N]` (positions weighted by `weight [b, 1, N]`, 0 off a probe's positions) on
+    features `x` (`[N, D]` shared or `[b, N, D]`) + l2/2 |W|^2, the gradient in the weights."""
+    log_probs = probes.logits(x).log_softmax(1)  # [b, C, N]
+    loss = -(weight * log_probs.gather(1, index)).sum((1, 2))
+    loss = loss + 0.5 * l2 * probes.weights[:, :-1].square().sum((1, 2))
+    residual = log_probs.exp_().mul_(weight)  # dL/dlogits: weight * (softmax - one-hot)
+    residual.scatter_add_(1, index, -weight)
+    if x.dim() == 2:
+        batch, classes, positions = residual.shape
+        by_class = (residual.view(batch * classes, positions) @ x).view(batch, classes, -1)
+    else:
+        by_class = torch.bmm(residual, x)  # [b, C, D]
+    summed = residual.sum(2)  # [b, C]
+    grad = torch.empty_like(probes.weights)
+    grad[:, :-1] = (by_class.transpose(1, 2) - probes.mean[..., None] * summed[:, None]) / probes.std[
+        ..., None
+    ]
+    grad[:, :-1] += l2 * probes.weights[:, :-1]
+    grad[:, -1] = summed
+    return loss, grad
 
 
 def inverse_square_root(correlation: torch.Tensor, ridge: float = 1e-3) -> torch.Tensor:
@@ -190,18 +196,21 @@ def inverse_square_root(correlation: torch.Tensor, ridge: float = 1e-3) -> torch
 
 
 def batched_lbfgs(
-    loss_and_grad, start: torch.Tensor, max_iter: int, tolerance: float, history: int = 20
+    objective, start: torch.Tensor, max_iter: int, tolerance: float, history: int = 20
 ) -> torch.Tensor:
-    """Minimise B independent smooth functions at once: `loss_and_grad(x [b, P], rows [b]) ->
-    (loss [b], grad [b, P])` of the functions `rows` (indices into the B) at `x`. L-BFGS per
-    row (its own history, two-loop recursion and backtracking Armijo step, the first step
-    scaled as torch's L-BFGS does); a row stops once its loss changes by less than `tolerance`
-    relative to it, or its gradient vanishes, and leaves the batch: the rows still running
-    are all that is computed."""
+    """Minimise B independent smooth functions at once. `objective(rows [b])` (indices into
+    the B) returns `loss_and_grad(x [b, P]) -> (loss [b], grad [b, P])` of those functions; it
+    is called again only when rows stop. L-BFGS per row (its own history, two-loop recursion
+    and backtracking Armijo step, the first step scaled as torch's L-BFGS does); a row stops
+    once its loss changes by less than `tolerance` relative to it, or its gradient vanishes,
+    and leaves the batch: the rows still running are all that is computed."""
     out = start.clone()
     rows = torch.arange(start.shape[0], device=start.device)
     x = start.clone()
-    loss, grad = loss_and_grad(x, rows)
+    loss_and_grad = objective(rows)
+    loss, grad = loss_and_grad(x)
+    # the pairs (step, change of gradient) of the last `history` steps, in a ring: iteration i
+    # stores its pair in slot i % history; rho = 1 / curvature, 0 for a pair not kept
     steps, changes = x.new_zeros(history, *x.shape), x.new_zeros(history, *x.shape)
     rho = x.new_zeros(history, x.shape[0])
     scale = x.new_ones(x.shape[0])  # the initial inverse-Hessian scale s.y / y.y of the newest pair
@@ -217,44 +226,46 @@ def batched_lbfgs(
                 rows[running],
             )
             steps, changes, rho = steps[:, running], changes[:, running], rho[:, running]
-        if rows.numel() == 0:
-            break
+            if rows.numel() == 0:
+                break
+            loss_and_grad = objective(rows)
+        newest_first = [(iteration - 1 - j) % history for j in range(min(iteration, history))]
         direction = -grad
         alphas = []
-        for k in range(history - 1, -1, -1):  # newest first; unused slots have rho 0
+        for k in newest_first:
             alpha = rho[k] * (steps[k] * direction).sum(1)
             direction -= alpha[:, None] * changes[k]
             alphas.append(alpha)
         direction *= scale[:, None]
-        for k, alpha in zip(range(history), reversed(alphas)):
+        for k, alpha in zip(reversed(newest_first), reversed(alphas)):
             beta = rho[k] * (changes[k] * direction).sum(1)
             direction += (alpha - beta)[:, None] * steps[k]
         slope = (grad * direction).sum(1)
         uphill = slope >= 0  # a lost direction: fall back to steepest descent
-        direction[uphill], slope[uphill] = -grad[uphill], -(grad[uphill] ** 2).sum(1)
+        if bool(uphill.any()):
+            direction = torch.where(uphill[:, None], -grad, direction)
+            slope = torch.where(uphill, -(grad**2).sum(1), slope)
         step_size = x.new_ones(rows.numel())
         if iteration == 0:
             step_size = (1.0 / grad.abs().sum(1)).clamp(max=1.0)
         new_x = x + step_size[:, None] * direction
-        new_loss, new_grad = loss_and_grad(new_x, rows)
+        new_loss, new_grad = loss_and_grad(new_x)
         for _ in range(30):  # backtrack the rows whose step did not decrease enough
             short = ~(new_loss <= loss + 1e-4 * step_size * slope)
             if not short.any():
                 break
             step_size = torch.where(short, step_size / 2, step_size)
             new_x = torch.where(short[:, None], x + step_size[:, None] * direction, new_x)
-            trial_loss, trial_grad = loss_and_grad(new_x, rows)
+            trial_loss, trial_grad = loss_and_grad(new_x)
             new_loss = torch.where(short, trial_loss, new_loss)
             new_grad = torch.where(short[:, None], trial_grad, new_grad)
         step, change = new_x - x, new_grad - grad
         curvature = (step * change).sum(1)
         accept = curvature > 1e-10
-        steps, changes, rho = steps.roll(-1, 0), changes.roll(-1, 0), rho.roll(-1, 0)
-        steps[-1], changes[-1] = (
-            torch.where(accept[:, None], step, 0.0),
-            torch.where(accept[:, None], change, 0.0),
-        )
-        rho[-1] = torch.where(accept, 1.0 / curvature.clamp_min(1e-10), 0.0)
+        slot = iteration % history
+        steps[slot] = torch.where(accept[:, None], step, 0.0)
+        changes[slot] = torch.where(accept[:, None], change, 0.0)
+        rho[slot] = torch.where(accept, 1.0 / curvature.clamp_min(1e-10), 0.0)
         scale = torch.where(accept, curvature / (change * change).sum(1).clamp_min(1e-30), scale)
         settled = (loss - new_loss).abs() <= tolerance * new_loss.abs().clamp_min(1.0)
         x, loss, grad = new_x, new_loss, new_grad
