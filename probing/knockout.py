@@ -16,15 +16,19 @@ layer, so layers compare paired). The paper predicts smaller deltas in upper lay
     result = rotary_knockout(model, ids, scored_test_positions(corpus.layout, len(ids)), bayes)
 
 The knockout is a forward pre-hook on the decoder layer (`rotary_knocked_out`): checkpoints and
-configs are untouched, and the hook is gone when the block exits, error or not. Like the rest of
-`probing`, it needs no import of the model package: it reads `model.base_model.layers` and
-`model.base_model.rotary_emb`, so a checkpoint loaded with `trust_remote_code=True` works too.
+configs are untouched, and the hook is gone when the block exits, error or not. `rotary_knockout`
+does not run the whole model once per layer: the layers below the knocked-out one see what they
+see intact, so each run starts from the intact pass's input to that layer
+(`knocked_out_logits`: L(L+1)/2 layer passes for L runs, not L^2, and the same logits as a full
+forward pass under the hook). Like the rest of `probing`, it needs no import of the model
+package: it reads `model.base_model.layers`, `model.base_model.rotary_emb`, the final norm and
+the output embeddings, so a checkpoint loaded with `trust_remote_code=True` works too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -69,23 +73,73 @@ def rotary_knocked_out(model, layer: int) -> Iterator[None]:
     unchanged. The hook is removed on exit, also when the block raises."""
     check_hmm_roformer(model)
     index = check_layer(model, layer) - 1
-    base = model.base_model
-    rotary = getattr(base, "rotary_emb", None)
-    scaling = float(getattr(rotary, "attention_scaling", 1.0))
+    scaling = rotary_scaling(model)
 
     def knock_out(module, args, kwargs):
-        if "position_embeddings" not in kwargs:
-            raise RuntimeError(
-                f"decoder layer {layer} was called without a position_embeddings keyword: this model passes "
-                "rotary cos/sin otherwise than HMMRoFormer does, so the knockout cannot reach them."
-            )
-        return args, {**kwargs, "position_embeddings": unrotated(kwargs["position_embeddings"], scaling)}
+        return args, knocked_out_kwargs(kwargs, layer, scaling)
 
-    handle = base.layers[index].register_forward_pre_hook(knock_out, with_kwargs=True)
+    handle = model.base_model.layers[index].register_forward_pre_hook(knock_out, with_kwargs=True)
     try:
         yield
     finally:
         handle.remove()
+
+
+def rotary_scaling(model) -> float:
+    """The magnitude of the model's rotary cos/sin (1 for the default type, or without rotary)."""
+    return float(getattr(getattr(model.base_model, "rotary_emb", None), "attention_scaling", 1.0))
+
+
+def knocked_out_kwargs(kwargs: dict, layer: int, scaling: float) -> dict:
+    """The keyword arguments of decoder layer `layer`'s call with its position embeddings
+    unrotated (`unrotated`)."""
+    if "position_embeddings" not in kwargs:
+        raise RuntimeError(
+            f"decoder layer {layer} was called without a position_embeddings keyword: this model passes "
+            "rotary cos/sin otherwise than HMMRoFormer does, so the knockout cannot reach them."
+        )
+    return {**kwargs, "position_embeddings": unrotated(kwargs["position_embeddings"], scaling)}
+
+
+@contextmanager
+def layer_calls(model) -> Iterator[list]:
+    """Within the block, `(args, kwargs)` of each decoder layer's latest call (index l - 1 for
+    layer l; None until called). The hooks are removed on exit, also when the block raises."""
+    layers = model.base_model.layers
+    calls: list = [None] * len(layers)
+
+    def hook(index: int):
+        def record(module, args, kwargs):
+            calls[index] = (args, kwargs)
+
+        return record
+
+    handles = [layer.register_forward_pre_hook(hook(i), with_kwargs=True) for i, layer in enumerate(layers)]
+    try:
+        yield calls
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+@torch.no_grad()
+def knocked_out_logits(model, ids: torch.Tensor) -> Iterator[torch.Tensor]:
+    """Logits `[b, L, W]` of `ids` `[b, L]`: of the intact model, then with rotary off in layer
+    1, 2, ..., L in turn (`rotary_knocked_out`). Run l starts from the input the intact pass gave
+    layer l and runs layers l..L, the final norm and the output embeddings: the same operations
+    on the same tensors as a full forward pass under the hook, without the layers below l."""
+    base, num_layers = model.base_model, model.config.num_hidden_layers
+    with layer_calls(model) as calls:
+        yield model(input_ids=ids, use_cache=False).logits
+    norm, head, scaling = getattr(base, "norm", None), model.get_output_embeddings(), rotary_scaling(model)
+    for knocked in range(num_layers):
+        hidden = calls[knocked][0][0]
+        for index in range(knocked, num_layers):
+            args, kwargs = calls[index]
+            if index == knocked:
+                kwargs = knocked_out_kwargs(kwargs, index + 1, scaling)
+            hidden = base.layers[index](hidden, *args[1:], **kwargs)
+        yield head(hidden if norm is None else norm(hidden))
 
 
 def scored_test_positions(layout: SampleLayout, num_rows: int) -> np.ndarray:
@@ -115,20 +169,14 @@ def _check_inputs(model, ids: torch.Tensor, scored: torch.Tensor, bayes: torch.T
         )
 
 
-@torch.no_grad()
-def per_row_sums(model, ids: torch.Tensor, scored: torch.Tensor, bayes: torch.Tensor, batch_size: int):
-    """`[B, 2]` float64: per row, the sums over its scored positions of the next token's NLL and
-    of KL(Bayes || model), in nats. ids, scored `[B, L]`; bayes `[B, L, V+1]` (all on the CPU);
-    the model runs on its device, `batch_size` rows at a time, as it is (mode, hooks)."""
-    device, num_tokens, sums = model_device(model), bayes.shape[-1], []
-    for start in range(0, ids.shape[0], batch_size):
-        rows = slice(start, start + batch_size)
-        logits = model(input_ids=ids[rows].to(device), use_cache=False).logits
-        probs = torch.log_softmax(logits.float(), dim=-1)[..., :num_tokens].double().exp().cpu()
-        scores = next_token_scores(probs, ids[rows], bayes[rows])
-        where = scored[rows, :-1]  # [b, L-1]: the prediction at i, of token i + 1
-        sums.append(torch.stack([torch.where(where, scores[m], 0.0).sum(1) for m in METRICS], dim=1))
-    return torch.cat(sums).numpy()
+def per_row_sums(logits: torch.Tensor, ids: torch.Tensor, scored: torch.Tensor, bayes: torch.Tensor):
+    """`[b, 2]` float64: per row, the sums over its scored positions of the next token's NLL and
+    of KL(Bayes || model), in nats, of a model's `logits` `[b, L, W]` (any device). ids, scored
+    `[b, L]`; bayes `[b, L, V+1]` (all on the CPU)."""
+    probs = torch.log_softmax(logits.float(), dim=-1)[..., : bayes.shape[-1]].double().exp().cpu()
+    scores = next_token_scores(probs, ids, bayes)
+    where = scored[:, :-1]  # [b, L-1]: the prediction at i, of token i + 1
+    return torch.stack([torch.where(where, scores[m], 0.0).sum(1) for m in METRICS], dim=1)
 
 
 def _summary(values: np.ndarray, draws: np.ndarray, level: float) -> dict:
@@ -159,8 +207,8 @@ def rotary_knockout(
     input_ids `[B, L]`; scored `[B, L]` bool, True at the positions i whose prediction of token
     i + 1 counts (`scored_test_positions`: the test sequence); bayes_probs `[B, L, V+1]`, the exact
     Bayes-optimal next-token distributions of these rows (`hmm_datasets.predictors`). One intact
-    forward pass and one per layer, in eval mode under no_grad on the model's device (the mode
-    it was in is restored). Returns `layers` (1..L), `relative_depth` (l / L), `num_rows`,
+    forward pass and, per layer, that layer and those above it (`knocked_out_logits`), in eval
+    mode under no_grad on the model's device (the mode it was in is restored). Returns `layers` (1..L), `relative_depth` (l / L), `num_rows`,
     `num_tokens` (scored), `intact` (`{"nll", "kl"}`: the intact model's means, nats/token),
     and `delta_nll`, `delta_kl` (knocked out - intact per layer); every number as
     `{"value", "ci_low", "ci_high"}` (lists per layer), the interval a `level` bootstrap over
@@ -174,15 +222,23 @@ def rotary_knockout(
     layers = list(range(1, model.config.num_hidden_layers + 1))
     was_training = model.training
     model.eval()
-    runs = []  # [B, 2] per run: intact, then layer 1..L knocked out
+    device, batches = model_device(model), range(0, ids.shape[0], batch_size)
+    runs = []  # per batch, [b, 1 + layers, 2]: intact, then layer 1..L knocked out
+    bar = tqdm(total=len(batches) * (1 + len(layers)), desc="rotary knockout", disable=not progress)
     try:
-        for layer in tqdm([None, *layers], desc="rotary knockout", disable=not progress):
-            with nullcontext() if layer is None else rotary_knocked_out(model, layer):
-                runs.append(per_row_sums(model, ids, mask, bayes, batch_size))
+        for start in batches:
+            rows = slice(start, start + batch_size)
+            sums = []
+            for logits in knocked_out_logits(model, ids[rows].to(device)):
+                sums.append(per_row_sums(logits, ids[rows], mask[rows], bayes[rows]))
+                bar.update()
+            runs.append(torch.stack(sums, dim=1))
     finally:
         model.train(was_training)
-    intact = runs[0]
-    deltas = np.stack(runs[1:], axis=1) - intact[:, None, :]  # [B, layers, 2]
+        bar.close()
+    runs = torch.cat(runs).numpy()
+    intact = runs[:, 0]
+    deltas = runs[:, 1:] - intact[:, None, :]  # [B, layers, 2]
     # columns: intact nll, intact kl, then delta nll per layer, then delta kl per layer
     sums = np.concatenate([intact, deltas[..., 0], deltas[..., 1]], axis=1)
     tokens = mask[:, :-1].sum(1).double().numpy()[:, None].repeat(sums.shape[1], axis=1)

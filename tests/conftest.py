@@ -239,7 +239,7 @@ def tiny_model():
 
     def make(**overrides) -> "HMMRoFormerForCausalLM":
         torch.manual_seed(0)
-        config = HMMRoFormerConfig(**TINY_SIZES, vocab_size=7, **overrides)
+        config = HMMRoFormerConfig(**{**TINY_SIZES, "vocab_size": 7, **overrides})
         return HMMRoFormerForCausalLM(config).eval()
 
     return make

@@ -10,6 +10,7 @@ import torch
 import modeling_hmmroformer.modeling_hmm_roformer as modeling
 from hmm_datasets import BayesOptimalPredictor, SamplingTables, generate_rows, get_preset, sample_hmm_params
 from probing.knockout import (
+    knocked_out_logits,
     plot_rotary_knockout,
     rotary_knocked_out,
     rotary_knockout,
@@ -181,3 +182,20 @@ def test_the_plot_draws_a_trained_and_an_untrained_curve(tiny_model, corpus_rows
     path = plot_rotary_knockout(trained, tmp_path / "knockout.png", untrained=untrained)
     assert path.stat().st_size > 0
     assert plot_rotary_knockout(trained, tmp_path / "alone.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("norm_placement", ["pre", "post"])
+def test_runs_from_the_knocked_out_layer_up_equal_full_forward_passes_under_the_hook(
+    tiny_model, layout, norm_placement
+):
+    """The fast path (each run starts from the intact pass's input to its layer) against the
+    reference (the whole model under `rotary_knocked_out`): bitwise the same logits."""
+    model = attentive_model(tiny_model, num_hidden_layers=3, norm_placement=norm_placement).eval()
+    ids = torch.as_tensor(np.random.default_rng(2).integers(0, 7, size=(4, layout.sequence_length)))
+    runs = list(knocked_out_logits(model, ids))
+    assert len(runs) == 4
+    assert torch.equal(runs[0], logits(model, ids))
+    for layer in (1, 2, 3):
+        with rotary_knocked_out(model, layer):
+            assert torch.equal(runs[layer], logits(model, ids)), layer
+    assert not any(layer._forward_pre_hooks for layer in model.model.layers)
