@@ -242,9 +242,7 @@ def batched_lbfgs(
             direction += (alpha - beta)[:, None] * steps[k]
         slope = (grad * direction).sum(1)
         uphill = slope >= 0  # a lost direction: fall back to steepest descent
-        if bool(uphill.any()):
-            direction = torch.where(uphill[:, None], -grad, direction)
-            slope = torch.where(uphill, -(grad**2).sum(1), slope)
+        direction[uphill], slope[uphill] = -grad[uphill], -(grad[uphill] ** 2).sum(1)
         step_size = x.new_ones(rows.numel())
         if iteration == 0:
             step_size = (1.0 / grad.abs().sum(1)).clamp(max=1.0)
