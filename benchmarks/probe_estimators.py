@@ -4,7 +4,7 @@ a least-squares one, on the same checkpoint, rows and bootstrap resamples.
 Today every classification probe is a multinomial logistic regression fitted by batched L-BFGS
 (`probing.probes.fit_probes`, at most 100 steps). The analysis-speed issue asks for one
 16-layer model analysed in 30 s on 2 cores with every deterministic number unchanged; the
-probe fits alone take about 40 s of it. A closed-form estimator would remove them, but it is a
+probe fits of the model and its twin alone take about 80 s (benchmarks/analysis_speed.py). A closed-form estimator would remove them, but it is a
 different estimator: its accuracies are not the recorded ones. This benchmark measures by how
 much, so that the choice can be made on numbers.
 
@@ -28,8 +28,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def least_squares_probes(features: torch.Tensor, labels: torch.Tensor, num_classes: torch.Tensor, settings):

@@ -208,11 +208,12 @@ def rotary_knockout(
     i + 1 counts (`scored_test_positions`: the test sequence); bayes_probs `[B, L, V+1]`, the exact
     Bayes-optimal next-token distributions of these rows (`hmm_datasets.predictors`). One intact
     forward pass and, per layer, that layer and those above it (`knocked_out_logits`), in eval
-    mode under no_grad on the model's device (the mode it was in is restored). Returns `layers` (1..L), `relative_depth` (l / L), `num_rows`,
-    `num_tokens` (scored), `intact` (`{"nll", "kl"}`: the intact model's means, nats/token),
-    and `delta_nll`, `delta_kl` (knocked out - intact per layer); every number as
-    `{"value", "ci_low", "ci_high"}` (lists per layer), the interval a `level` bootstrap over
-    rows (`num_resamples` resamples of `seed`, shared by every number).
+    mode under no_grad on the model's device (the mode it was in is restored). Returns `layers`
+    (1..L), `relative_depth` (l / L), `num_rows`, `num_tokens` (scored), `intact` (`{"nll",
+    "kl"}`: the intact model's means, nats/token), and `delta_nll`, `delta_kl` (knocked out -
+    intact per layer); every number as `{"value", "ci_low", "ci_high"}` (lists per layer), the
+    interval a `level` bootstrap over rows (`num_resamples` resamples of `seed`, shared by every
+    number).
     """
     check_hmm_roformer(model)
     ids = torch.as_tensor(np.asarray(input_ids), dtype=torch.long).cpu()
