@@ -4,9 +4,10 @@ a least-squares one, on the same checkpoint, rows and bootstrap resamples.
 Today every classification probe is a multinomial logistic regression fitted by batched L-BFGS
 (`probing.probes.fit_probes`, at most 100 steps). The analysis-speed issue asks for one
 16-layer model analysed in 30 s on 2 cores with every deterministic number unchanged; the
-probe fits of the model and its twin alone take about 80 s (benchmarks/analysis_speed.py). A closed-form estimator would remove them, but it is a
-different estimator: its accuracies are not the recorded ones. This benchmark measures by how
-much, so that the choice can be made on numbers.
+probe fits of the model and its twin alone take about 80 s (benchmarks/analysis_speed.py). A
+closed-form estimator would remove most of that, but it is a different estimator: its
+accuracies are not the recorded ones. This benchmark measures by how much, so that the choice
+can be made on numbers.
 
 The alternative (`least_squares_probes`): ridge regression of the one-hot label on the same
 standardised features, with the same L2 penalty, solved exactly (one linear solve per probe, all

@@ -38,7 +38,7 @@ from tqdm.auto import tqdm
 from hmm_datasets import SampleLayout
 from hmm_datasets.scoring import next_token_scores
 
-from .capture import check_hmm_roformer, model_device
+from .capture import check_hmm_roformer, final_norm, model_device
 from .figures import pyplot, save_figure
 from .probes import bootstrap_accuracies, interval
 
@@ -131,7 +131,7 @@ def knocked_out_logits(model, ids: torch.Tensor) -> Iterator[torch.Tensor]:
     base, num_layers = model.base_model, model.config.num_hidden_layers
     with layer_calls(model) as calls:
         yield model(input_ids=ids, use_cache=False).logits
-    norm, head, scaling = getattr(base, "norm", None), model.get_output_embeddings(), rotary_scaling(model)
+    norm, head, scaling = final_norm(model), model.get_output_embeddings(), rotary_scaling(model)
     for knocked in range(num_layers):
         hidden = calls[knocked][0][0]
         for index in range(knocked, num_layers):

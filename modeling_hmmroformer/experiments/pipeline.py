@@ -67,13 +67,8 @@ from .summary import summarize_model_folder
 from .training import checkpoints, is_complete_checkpoint, train
 
 KINDS = ("reproduce", "study")
-MODEL_STAGES = (
-    "train",
-    "evaluate",
-    "probe",
-    "memory",
-    "knockout",
-)  # each model's stages, in the order they run
+# each model's stages, in the order they run
+MODEL_STAGES = ("train", "evaluate", "probe", "memory", "knockout")
 MODEL_FILE_SUFFIXES = (".safetensors", ".json", ".py", ".yaml")  # what `model/` copies from training/
 
 
