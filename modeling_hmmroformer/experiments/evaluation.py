@@ -60,7 +60,7 @@ def load_evaluation_data(data: str | HMMMixtureConfig, rows: int | None = None) 
     corpus a model was trained on, whatever its number of train rows).
     """
     corpus = open_corpus(data)
-    config, params, test = corpus.config, corpus.params, corpus.splits["test"]
+    config, params, test = corpus.config, corpus.params, corpus.split("test")
     missing = [name for name in EVALUATION_COLUMNS if name not in test.column_names]
     if missing:
         raise ValueError(
@@ -233,5 +233,5 @@ def write_figure1(result: dict, out: str | Path) -> dict[str, Path]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     json_path = out / layout.FIGURE1_JSON
-    json_path.write_text(json.dumps(result, indent=1) + "\n")
+    layout.write_text(json_path, json.dumps(result, indent=1) + "\n")
     return {"json": json_path, "png": plot_figure1(result, out / layout.FIGURE1_PNG)}

@@ -233,8 +233,7 @@ def plot_lemma1(result: dict, path: str | Path) -> Path:
 
 
 def write_json(result: dict, path: Path) -> Path:
-    path.write_text(json.dumps(result, indent=1) + "\n")
-    return path
+    return layout.write_text(path, json.dumps(result, indent=1) + "\n")
 
 
 def write_lemma1(data: EvaluationData, memories: Sequence[int], folder: str | Path) -> dict:

@@ -156,8 +156,8 @@ class InContextTrainer(Trainer):
         metrics.update(flat)
         if self.is_world_process_zero():
             record = {"step": self.state.global_step, **scores}
-            (Path(self.args.output_dir) / layout.ICL_SCORES_JSON).write_text(
-                json.dumps(record, indent=1) + "\n"
+            layout.write_text(
+                Path(self.args.output_dir) / layout.ICL_SCORES_JSON, json.dumps(record, indent=1) + "\n"
             )
         return metrics
 
@@ -208,8 +208,8 @@ def step_time_summary(started: float, step_ends: list[float]) -> dict[str, float
 
 def write_run_files(folder: Path, run: RunConfig, corpus_config: HMMMixtureConfig) -> None:
     """The corpus config, then the run config (written last: a checkpoint with it is complete)."""
-    (folder / layout.CORPUS_CONFIG_JSON).write_text(corpus_config.to_json() + "\n")
-    (folder / layout.RUN_CONFIG_YAML).write_text(run.to_yaml())
+    layout.write_text(folder / layout.CORPUS_CONFIG_JSON, corpus_config.to_json() + "\n")
+    layout.write_text(folder / layout.RUN_CONFIG_YAML, run.to_yaml())
 
 
 # ---- checkpoints ------------------------------------------------------------------------------
@@ -306,8 +306,7 @@ def prepare(run: RunConfig, resume: bool) -> PreparedRun:
         icl_evaluator=evaluator,
     )
     if trainer.is_world_process_zero():
-        output_dir.mkdir(parents=True, exist_ok=True)
-        (output_dir / layout.RUN_CONFIG_YAML).write_text(run.to_yaml())
+        layout.write_text(output_dir / layout.RUN_CONFIG_YAML, run.to_yaml())
     return PreparedRun(trainer, corpus, checkpoint)
 
 
@@ -344,7 +343,7 @@ def train(run: RunConfig, resume: bool = False) -> dict:
         metrics.update(trainer.evaluate())
     if trainer.is_world_process_zero():
         write_run_files(run.output_dir, run, corpus.config)
-        corpus.params.save(run.output_dir / layout.PARAMS_FILENAME)
+        layout.write_atomically(run.output_dir / layout.PARAMS_FILENAME, corpus.params.save)
         tokens = trainer.state.global_step * _tokens_per_step(trainer, corpus.config)
         metrics["train_tokens"] = tokens
         metrics["train_steps"] = trainer.state.global_step
@@ -352,8 +351,8 @@ def train(run: RunConfig, resume: bool = False) -> dict:
         metrics.update(step_time_summary(timer.started, timer.step_ends))
         if torch.cuda.is_available():  # this process's peak, evaluation included
             metrics["peak_gpu_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
-        (run.output_dir / layout.TRAIN_RESULTS_JSON).write_text(
-            json.dumps(_jsonable(metrics), indent=2) + "\n"
+        layout.write_text(
+            run.output_dir / layout.TRAIN_RESULTS_JSON, json.dumps(_jsonable(metrics), indent=2) + "\n"
         )
     return metrics
 
