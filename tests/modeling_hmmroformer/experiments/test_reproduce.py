@@ -4,6 +4,7 @@ published folders used without the plugin."""
 import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -179,7 +180,8 @@ def test_training_runs_in_this_process_and_resumes_to_the_same_weights(
     def no_subprocess(*args, **kwargs):
         raise AssertionError(f"a one-process run launched a subprocess: {args}")
 
-    monkeypatch.setattr(pipeline_module.subprocess, "run", no_subprocess)
+    # the pipeline's own name only: the doc test's pages start processes from other threads meanwhile
+    monkeypatch.setattr(pipeline_module, "subprocess", SimpleNamespace(run=no_subprocess))
     warned = []
     monkeypatch.setattr(
         transformers.trainer.logger, "warning", lambda message, *a, **k: warned.append(message)
