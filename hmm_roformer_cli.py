@@ -7,15 +7,19 @@ package is installed from the clone (`make install`, or `pip install -e .`).
 This module stands beside the packages, not in one, and imports only the standard library:
 importing anything inside `modeling_hmmroformer` first runs its `__init__`, which registers the
 model with the Auto classes and so imports torch and transformers (about 5 s), and `--help`
-should answer before those load.
+should answer before those load. It also holds what every script shares: bad input is one line
+on stderr (`error: ...`) and exit status 2, never a traceback (`refuse`, `Parser`, `at_least`).
 """
 
 from __future__ import annotations
 
+import argparse
 import functools
 import runpy
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 
@@ -40,3 +44,39 @@ generate = functools.partial(run_script, "generate")
 figure1 = functools.partial(run_script, "figure1")
 probe = functools.partial(run_script, "probe")
 push_to_hub = functools.partial(run_script, "push_to_hub")
+
+
+# ---- what every script shares: one line on stderr and exit status 2 for bad input --------------
+def error_line(error: BaseException | str) -> str:
+    """`error: <message>` on one line, however many lines the message spans."""
+    return "error: " + " ".join(str(error).split())
+
+
+def refuse(error: BaseException | str) -> int:
+    """Print `error_line(error)` on stderr and return the scripts' exit status for bad input, 2."""
+    print(error_line(error), file=sys.stderr)
+    return 2
+
+
+class Parser(argparse.ArgumentParser):
+    """`argparse.ArgumentParser` whose errors are one line (`error_line`), without the usage
+    lines: `--help` shows those."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, error_line(f"{message} ({self.prog} --help lists the options)") + "\n")
+
+
+def at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse `type`: an integer of at least `minimum` (counts of rows, processes, ...)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} must be at least {minimum}")
+        return value
+
+    parse.__name__ = f"integer >= {minimum}"
+    return parse

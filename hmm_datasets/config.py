@@ -9,6 +9,7 @@ The config is a `datasets.BuilderConfig`, so the named presets are the builder's
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import math
 from dataclasses import dataclass
@@ -164,9 +165,7 @@ class HMMMixtureConfig(datasets.BuilderConfig):
         # configs saved before the field went: the delimiter is always vocab_size (data contract)
         if values.get("delimiter_id", values.get("vocab_size")) in (None, values.get("vocab_size")):
             values.pop("delimiter_id", None)
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown HMMMixtureConfig field(s) {unknown}; known fields: {sorted(known)}.")
+        check_field_names(values, known)
         if values.get("task_prior") is not None:
             values["task_prior"] = tuple(values["task_prior"])
         return cls(**values)
@@ -177,6 +176,24 @@ class HMMMixtureConfig(datasets.BuilderConfig):
         if overrides and "name" not in overrides:
             values["name"] = f"{self.name}-custom"
         return HMMMixtureConfig.from_dict(values)
+
+
+def check_field_names(names, known=None) -> None:
+    """`ValueError` naming every name that is not an `HMMMixtureConfig` field (or not in `known`),
+    each with the nearest field's name ("did you mean num_tasks?")."""
+    known = (
+        set(known) if known is not None else {field.name for field in dataclasses.fields(HMMMixtureConfig)}
+    )
+    unknown = sorted(set(names) - known)
+    if not unknown:
+        return
+    phrases = []
+    for name in unknown:
+        near = difflib.get_close_matches(name, sorted(known), n=1)
+        phrases.append(f"{name!r}" + (f" (did you mean {near[0]}?)" if near else ""))
+    raise ValueError(
+        f"unknown HMMMixtureConfig field(s) {', '.join(phrases)}; known fields: {', '.join(sorted(known))}."
+    )
 
 
 def _check_int(name: str, value: Any, *, minimum: int, meaning: str) -> None:

@@ -6,13 +6,18 @@
       hmm_params.safetensors    the HMM parameters
       hmm_mixture_config.json   the HMMMixtureConfig that generated it
       bayes_accuracy.json       the Bayes-optimal / oracle accuracy table
+      corpus_manifest.json      every file above but the card, with its size and SHA-256 (written last)
 
 The folder is assembled in a hidden sibling and renamed into place at the end, so a
-failed or interrupted export never leaves a folder that looks complete.
+failed or interrupted export never leaves a folder that looks complete; the manifest then says
+whether it is still whole (`corpus_folder_problem`): a shard deleted, truncated or replaced since
+is found before the folder is used.
 """
 
 from __future__ import annotations
 
+import difflib
+import hashlib
 import json
 import os
 import shutil
@@ -36,7 +41,10 @@ from .params import PARAMS_FILENAME, HMMParams, task_diagnostics
 
 CONFIG_FILENAME = "hmm_mixture_config.json"
 TABLE_FILENAME = "bayes_accuracy.json"
+MANIFEST_FILENAME = "corpus_manifest.json"
+CARD_FILENAME = "README.md"  # not in the manifest: publishing renders the card again for its repo
 DATA_DIR = "data"
+REPO_NOUNS = {"model": "checkpoint folder", "dataset": "corpus folder"}  # what a local path names
 
 
 def export_corpus(
@@ -59,11 +67,19 @@ def export_corpus(
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"{folder} exists and is not a folder: choose another --out path.")
-    if folder.exists() and any(folder.iterdir()) and not overwrite:
-        raise ValueError(
-            f"{folder} already exists and is not empty: pass overwrite=True (--overwrite) to replace it, "
-            "or choose another folder."
-        )
+    if folder.exists() and any(folder.iterdir()):
+        if not overwrite:
+            raise ValueError(
+                f"{folder} already exists and is not empty: pass overwrite=True (--overwrite) to replace "
+                "it, or choose another folder (nothing was written)."
+            )
+        foreign = foreign_files(folder)
+        if foreign:
+            shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+            raise ValueError(
+                f"{folder} is not a corpus folder this project wrote (it holds {shown}): --overwrite replaces "
+                "only an exported corpus. Choose another folder (nothing was deleted)."
+            )
 
     def write(staging: Path) -> None:
         _write_corpus(config, staging, num_proc=num_proc, table_rows=table_rows, progress=progress)
@@ -71,9 +87,104 @@ def export_corpus(
             config, load_hmm_params(staging), _read_table(staging), _data_bytes(staging)
         )
         card = render_dataset_card(facts, location=str(folder))
-        card.save(staging / "README.md")
+        card.save(staging / CARD_FILENAME)
+        write_manifest(staging)  # last: a folder without it was never finished
 
     return build_folder(folder, write)
+
+
+# ---- the manifest: is a corpus folder still what was written? ----------------------------------
+def write_manifest(folder: Path) -> None:
+    """Record every file of a corpus folder but its card with its size and SHA-256 (`MANIFEST_FILENAME`)."""
+    files = {}
+    for path in sorted(folder.rglob("*")):
+        name = path.relative_to(folder).as_posix()
+        if path.is_file() and name not in (CARD_FILENAME, MANIFEST_FILENAME):
+            files[name] = {"bytes": path.stat().st_size, "sha256": _sha256(path)}
+    record = json.dumps({"files": files}, indent=1) + "\n"
+    write_atomically(folder / MANIFEST_FILENAME, lambda staging: staging.write_text(record))
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def corpus_folder_problem(folder: str | os.PathLike) -> str | None:
+    """What makes an exported corpus folder unusable, in one phrase, or None when it is whole.
+
+    With a manifest: a file it lists that is missing or differs in size or SHA-256 from the one
+    written. Without one (exported before manifests, or by hand): a split its config has rows for
+    with no Parquet shard, or a shard whose Parquet footer cannot be read (truncated or damaged).
+    """
+    folder = Path(folder)
+    manifest = folder / MANIFEST_FILENAME
+    if not manifest.is_file():
+        return _split_problem(folder, load_corpus_config(folder))
+    for name, written in json.loads(manifest.read_text())["files"].items():
+        path = folder / name
+        what = _file_role(name)
+        if not path.is_file():
+            return f"{folder} is incomplete: {what} is missing"
+        if path.stat().st_size != written["bytes"]:
+            return f"{folder} is damaged: {what} has {path.stat().st_size} bytes, {written['bytes']} when written"
+        if _sha256(path) != written["sha256"]:
+            return f"{folder} is damaged: {what} is not the file that was written (its SHA-256 differs)"
+    return None
+
+
+def _file_role(name: str) -> str:
+    """`the test split (data/test-00000-of-00001.parquet)` for a shard, else the file's name."""
+    if name.startswith(f"{DATA_DIR}/"):
+        return f"the {name.split('/', 1)[1].split('-', 1)[0]} split ({name})"
+    return name
+
+
+def _split_problem(folder: Path, config: HMMMixtureConfig) -> str | None:
+    for split in SPLITS:
+        shards = sorted((folder / DATA_DIR).glob(f"{split}-*.parquet"))
+        if config.num_rows(split) > 0 and not shards:
+            return (
+                f"{folder} is incomplete: the {split} split is missing (no {DATA_DIR}/{split}-*.parquet, "
+                f"although its config has num_{split}={config.num_rows(split)})"
+            )
+        for path in shards:
+            try:
+                pq.read_metadata(path)
+            except Exception:  # pyarrow's errors for a file that is not (whole) Parquet
+                name = path.relative_to(folder).as_posix()
+                return f"{folder} is damaged: {_file_role(name)} is not a readable Parquet file"
+    return None
+
+
+def check_corpus_folder(folder: str | os.PathLike) -> None:
+    """`ValueError` in one line, saying how to regenerate it, if the corpus folder is not whole."""
+    problem = corpus_folder_problem(folder)
+    if problem is not None:
+        raise ValueError(
+            f"{problem}. Export it again: hmm-generate --out {folder} --overwrite with the preset and "
+            "--corpus.* values it was made with (or rerun the hmm-reproduce that made it, which redoes it)."
+        )
+
+
+def foreign_files(folder: Path) -> list[str]:
+    """The entries of `folder` that `export_corpus` did not write: every entry when the folder
+    holds no corpus config; with a manifest, anything it does not list; without one (an older
+    export), anything outside the export's file names."""
+    if not (folder / CONFIG_FILENAME).is_file():
+        return sorted(path.relative_to(folder).as_posix() for path in folder.iterdir())
+    manifest = folder / MANIFEST_FILENAME
+    if manifest.is_file():
+        ours = set(json.loads(manifest.read_text())["files"])
+    else:
+        ours = {CONFIG_FILENAME, PARAMS_FILENAME, TABLE_FILENAME}
+        ours |= {p.relative_to(folder).as_posix() for p in (folder / DATA_DIR).glob("*-*-of-*.parquet")}
+    ours |= {CARD_FILENAME, MANIFEST_FILENAME, DATA_DIR}
+    found = (path.relative_to(folder).as_posix() for path in folder.rglob("*"))
+    return sorted(name for name in found if name not in ours)
 
 
 def write_atomically(path: str | os.PathLike, write: Callable[[Path], None]) -> Path:
@@ -311,12 +422,40 @@ def load_corpus_config(source) -> HMMMixtureConfig:
     return HMMMixtureConfig.from_dict(json.loads(description.split(CONFIG_MARKER, 1)[1]))
 
 
+def looks_local(source: str | os.PathLike) -> bool:
+    """Whether `source` can only be a local path, never a Hub repo id (`name` or `org/name`): a
+    path object, or text that exists, starts with `.`, `/` or `~`, has more than one `/`, or whose
+    first part (the folder it would be in) exists here."""
+    if not isinstance(source, str):
+        return True
+    first, _, rest = source.partition("/")
+    return (
+        source.startswith((".", "/", "~"))
+        or source.count("/") > 1
+        or Path(source).exists()
+        or bool(rest and first and Path(first).is_dir())
+    )
+
+
+def no_such_folder(source: str | os.PathLike, repo_type: str) -> str:
+    """`no such checkpoint folder: PATH` (or corpus folder), with the nearest sibling's name if any."""
+    path = Path(source).expanduser()
+    parent = path.parent
+    siblings = [p.name for p in parent.iterdir() if p.is_dir() and p != path] if parent.is_dir() else []
+    near = difflib.get_close_matches(path.name, siblings, n=1)
+    hint = f" (did you mean {parent / near[0]}?)" if near else ""
+    return f"no such {REPO_NOUNS.get(repo_type, 'folder')}: {source}{hint}"
+
+
 def local_folder(source: str | os.PathLike, repo_type: str, files: list[str] | None = None) -> Path:
     """`source` if it is a folder, else a local copy of the Hub repo it names (only `files`,
-    when given); `ValueError` saying why not (no such folder, offline, unknown repo, no access)."""
-    folder = Path(source)
+    when given); `ValueError` saying why not (no such folder, offline, unknown repo, no access).
+    A path that `looks_local` but is no folder is never sent to the Hub: "no such ... folder"."""
+    folder = Path(source).expanduser()
     if folder.is_dir():
         return folder
+    if looks_local(source):
+        raise ValueError(no_such_folder(source, repo_type) + ".")
     try:
         return Path(snapshot_download(str(source), repo_type=repo_type, allow_patterns=files))
     except Exception as error:

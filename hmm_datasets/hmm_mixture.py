@@ -26,7 +26,7 @@ from datasets.table import table_cast
 
 from model_cards import CITATION
 
-from .config import PRESETS, SPLITS, HMMMixtureConfig, get_preset
+from .config import PRESETS, SPLITS, HMMMixtureConfig, check_field_names, get_preset
 from .params import HMMParams, sample_hmm_params
 from .sampler import ROWS_PER_BLOCK, SamplingTables, generate_rows
 
@@ -106,8 +106,11 @@ class HMMMixture(datasets.ArrowBasedBuilder):
     def __init__(self, *args, hash: str | None = None, **kwargs):
         super().__init__(*args, hash=hash or generator_code_hash(), **kwargs)
 
-    def _create_builder_config(self, *args, **kwargs):
-        config, config_id = super()._create_builder_config(*args, **kwargs)
+    def _create_builder_config(self, config_name=None, custom_features=None, config_id=None, **config_kwargs):
+        check_field_names(config_kwargs)  # a misspelt field gets the nearest one's name, not datasets' words
+        config, config_id = super()._create_builder_config(
+            config_name, custom_features, config_id, **config_kwargs
+        )
         config.validate()  # keyword overrides are applied with setattr, after __post_init__
         return config, config_id
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
 from safetensors.numpy import load_file, save_file
 
 from .config import HMMMixtureConfig
@@ -147,7 +148,13 @@ class HMMParams:
                 f"no HMM parameters file at {path}: a corpus folder must hold {PARAMS_FILENAME} "
                 "(written by export_corpus / scripts/generate.py)."
             )
-        tensors = load_file(str(path))
+        try:
+            tensors = load_file(str(path))
+        except SafetensorError as error:  # truncated or not a safetensors file
+            raise ValueError(
+                f"{path} is not a readable safetensors file ({' '.join(str(error).split())}): it is truncated "
+                "or damaged; export the corpus again (scripts/generate.py --overwrite)."
+            ) from error
         missing = {"task_prior", "initial", "emissions"} - set(tensors)
         if missing or ("transitions" not in tensors and "transition_left" not in tensors):
             raise ValueError(

@@ -9,11 +9,13 @@ Only the asked-for layers and positions are kept, on the CPU, in float16 unless 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
 from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoModelForCausalLM, set_seed
 
@@ -27,8 +29,42 @@ def load_hmm_roformer(
 ):
     """An `HMMRoFormerForCausalLM` from a checkpoint folder or a Hub model id, in eval mode, through
     the Auto classes: with the plugin imported (`import modeling_hmmroformer`), or with
-    `trust_remote_code=True` from the code a checkpoint carries.
+    `trust_remote_code=True` from the code a checkpoint carries (`load_causal_lm`).
     """
+    return load_causal_lm(model, device, trust_remote_code=trust_remote_code, check=check_hmm_roformer)
+
+
+def checkpoint_folder(model: str) -> Path | None:
+    """The local checkpoint folder `model` names (it holds a config.json), or None for a Hub model
+    id. A path that can only be local (`hmm_datasets.export.looks_local`: it exists, starts with
+    `.`, `/` or `~`, or its folder exists) but holds no checkpoint is `ValueError` "no such
+    checkpoint folder: PATH", never looked up on the Hub."""
+    # imported here: the capture functions also run without the corpus package (a remote-code model)
+    from hmm_datasets.export import looks_local, no_such_folder
+
+    folder = Path(model).expanduser()
+    if (folder / "config.json").is_file():
+        return folder
+    if looks_local(model):
+        raise ValueError(
+            f"{no_such_folder(model, 'model')}; a checkpoint folder holds the config.json and "
+            "model.safetensors that scripts/train.py writes."
+        )
+    return None
+
+
+def load_causal_lm(
+    model: str,
+    device: str | torch.device | None = None,
+    *,
+    trust_remote_code: bool = False,
+    check: Callable | None = None,
+):
+    """A causal LM from a checkpoint folder or a Hub model id, in eval mode on `device` (default:
+    the GPU when there is one); `check(config)` runs before the weights are read. Every reason it
+    cannot load (no such folder, an unreachable repo, an unknown model type, truncated or damaged
+    weights) is a one-line `ValueError`."""
+    checkpoint_folder(model)
     try:
         config = AutoConfig.from_pretrained(model, trust_remote_code=trust_remote_code)
     except OSError as error:  # no such folder, no such Hub repo, or the Hub out of reach
@@ -43,9 +79,17 @@ def load_hmm_roformer(
             f"{model!r} holds a model type transformers does not know: import modeling_hmmroformer first, or "
             f"pass trust_remote_code=True to use the code the checkpoint carries ({' '.join(str(error).split())})."
         ) from error
-    check_hmm_roformer(config)
+    if check is not None:
+        check(config)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    loaded = AutoModelForCausalLM.from_pretrained(model, trust_remote_code=trust_remote_code)
+    try:
+        loaded = AutoModelForCausalLM.from_pretrained(model, trust_remote_code=trust_remote_code)
+    except (SafetensorError, OSError) as error:  # a truncated or damaged model.safetensors, or none
+        raise ValueError(
+            f"cannot read the weights of {model!r} ({type(error).__name__}: {' '.join(str(error).split())}): "
+            "the checkpoint needs a whole model.safetensors; copy it again, or train it again with "
+            "scripts/train.py."
+        ) from error
     return loaded.to(device).eval()
 
 

@@ -90,7 +90,7 @@ def run_probing(
     for distance in config.distances:
         check_distance(distance, layout)
     layers = resolve_layers(model, config.layers)
-    test_split = corpus.splits["test"]
+    test_split = corpus.split("test")
     shuffle_rows = config.shuffle_rows or min(256, len(test_split))
     _check_rows(config, shuffle_rows, len(test_split))
     device = str(model_device(model))

@@ -15,26 +15,21 @@ import argparse
 import sys
 from pathlib import Path
 
+from hmm_roformer_cli import Parser, at_least, refuse  # the standard library only
+
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True, help="checkpoint folder or Hub model id")
     parser.add_argument(
         "--data", help="corpus preset, corpus folder or Hub dataset id (default: the checkpoint's corpus)"
     )
-    parser.add_argument("--rows", type=int, default=512, help="test rows to evaluate")
+    parser.add_argument("--rows", type=at_least(1), default=512, help="test rows to evaluate")
     parser.add_argument("--out", help="output folder (default: <model>/figure1)")
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--batch-size", type=at_least(1), default=64)
     args = parser.parse_args(argv)
-    out = (
-        Path(args.out) if args.out else (Path(args.model) / "figure1" if Path(args.model).is_dir() else None)
-    )
-    if out is None:
-        parser.error("--out is required when --model is a Hub id")
     import torch  # after parsing: --help imports nothing heavy
-    from transformers import AutoModelForCausalLM
+    import transformers
 
     import modeling_hmmroformer  # noqa: F401  (registers the Auto classes)
     from hmm_datasets.corpus import checkpoint_corpus
@@ -44,16 +39,19 @@ def main(argv: list[str] | None = None) -> int:
         load_evaluation_data,
         write_figure1,
     )
+    from probing.capture import checkpoint_folder, load_causal_lm
 
+    transformers.utils.logging.disable_progress_bar()  # the weights load in a blink: no bar
     try:
+        folder = checkpoint_folder(args.model)
+        if folder is None and args.out is None:
+            raise ValueError("--out is required when --model is a Hub id")
+        model = load_causal_lm(args.model, "cuda" if torch.cuda.is_available() else "cpu")
         data = load_evaluation_data(args.data or checkpoint_corpus(args.model), args.rows)
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-        model = AutoModelForCausalLM.from_pretrained(args.model).to(device)
         result = figure1(model, data, batch_size=args.batch_size)
     except (ValueError, OSError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    paths = write_figure1(result, out)
+        return refuse(error)
+    paths = write_figure1(result, Path(args.out) if args.out else folder / "figure1")
     print(format_figure1(result))
     print(f"\nwrote {paths['json']} and {paths['png']}")
     return 0

@@ -4,7 +4,8 @@ python scripts/generate.py --preset small --out runs/small/corpus
 python scripts/generate.py --preset paper --out runs/paper/corpus --num-proc 2
 python scripts/generate.py --preset small --corpus.num_tasks 64 --corpus.transition_rank 4 --out ...
 
-Any field of the corpus config is overridden with --corpus.field value.
+Any field of the corpus config is overridden with --corpus.field value. --overwrite replaces
+only a corpus folder this command wrote; any other folder is refused and left as it is.
 """
 
 from __future__ import annotations
@@ -15,18 +16,22 @@ import os
 import sys
 import time
 
+from hmm_roformer_cli import Parser, at_least, refuse  # the standard library only
+
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--preset", default="small", help="corpus preset: tiny, small or paper (default: %(default)s)"
     )
     parser.add_argument("--out", required=True, help="folder to write (a Hub dataset repo)")
-    parser.add_argument("--num-proc", type=int, default=min(2, os.cpu_count() or 1))
-    parser.add_argument("--table-rows", type=int, default=512, help="test rows in the Bayes table (0: none)")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing folder")
+    parser.add_argument("--num-proc", type=at_least(1), default=min(2, os.cpu_count() or 1))
+    parser.add_argument(
+        "--table-rows", type=at_least(0), default=512, help="test rows in the Bayes table (0: none)"
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace an existing corpus folder (one this command wrote)"
+    )
     parser.epilog = (
         "Override any corpus field with --corpus.field value, e.g. --corpus.num_tasks 64 "
         "(docs/fields.md lists them)."
@@ -35,15 +40,15 @@ def main(argv: list[str] | None = None) -> int:
     import hmm_datasets  # after parsing: --help imports nothing heavy
     from modeling_hmmroformer.experiments.settings import parse_overrides
 
+    start = time.perf_counter()
     try:
         fields = parse_overrides(overrides, ("corpus",)).get("corpus", {})
         config = hmm_datasets.get_preset(args.preset, **fields)
-    except ValueError as error:
-        parser.error(str(error))
-    start = time.perf_counter()
-    folder = hmm_datasets.export_corpus(
-        config, args.out, num_proc=args.num_proc, overwrite=args.overwrite, table_rows=args.table_rows
-    )
+        folder = hmm_datasets.export_corpus(
+            config, args.out, num_proc=args.num_proc, overwrite=args.overwrite, table_rows=args.table_rows
+        )
+    except (ValueError, OSError) as error:
+        return refuse(error)
     seconds = time.perf_counter() - start
     rows = config.num_train + config.num_validation + config.num_test
     print(f"\nwrote {folder} ({rows} rows of {config.sequence_length} tokens) in {seconds:.1f}s")

@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from hmm_roformer_cli import Parser, at_least, refuse
 from probing.config import ProbeConfig  # the standard library only: --help imports nothing heavy
 
 
@@ -29,24 +30,22 @@ def integers(text: str) -> tuple[int, ...]:
 
 
 PROBE_OPTIONS = {  # ProbeConfig field -> (type on the command line, what it sets)
-    "num_probe_tasks": (int, "tasks probed"),
-    "rows_per_task": (int, "rows per task"),
-    "positions_per_row": (int, "positions per row, 0: every observation position"),
+    "num_probe_tasks": (at_least(1), "tasks probed"),
+    "rows_per_task": (at_least(1), "rows per task"),
+    "positions_per_row": (at_least(0), "positions per row, 0: every observation position"),
     "distances": (integers, "previous-token distances"),
     "layers": (integers, "hidden-state indices, 0 = embeddings"),
-    "shuffle_rows": (int, "rows of the shuffle test"),
+    "shuffle_rows": (at_least(1), "rows of the shuffle test"),
     "attention_rows": (integers, "Figure 7's test rows"),
-    "num_resamples": (int, "bootstrap resamples"),
-    "batch_size": (int, "rows a forward pass"),
-    "seed": (int, "seed of the probe rows and resamples"),
+    "num_resamples": (at_least(1), "bootstrap resamples"),
+    "batch_size": (at_least(1), "rows a forward pass"),
+    "seed": (at_least(0), "seed of the probe rows and resamples"),
 }
 
 
 def main(argv: list[str] | None = None) -> int:
     defaults = ProbeConfig()
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True, help="checkpoint folder or Hub model id")
     parser.add_argument(
         "--data", help="corpus preset, folder or Hub dataset id (default: the checkpoint's corpus)"
@@ -73,21 +72,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-control", action="store_true", help="skip the untrained-model control")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)
-    local = Path(args.model).is_absolute() or args.model.startswith(".") or args.model.count("/") > 1
-    if local and not Path(args.model).is_dir():
-        parser.error(f"--model {args.model}: no such checkpoint folder")
-    out = Path(args.out) if args.out else (Path(args.model) / "probes" if Path(args.model).is_dir() else None)
-    if out is None:
-        parser.error("--out is required when --model is a Hub id")
     started = time.perf_counter()
+    import transformers
+
     import modeling_hmmroformer  # noqa: F401  (registers the Auto classes)
     from hmm_datasets.corpus import checkpoint_corpus, open_corpus
     from modeling_hmmroformer.experiments.settings import checkpoint_seed
-    from probing.capture import load_hmm_roformer, untrained_twin
+    from probing.capture import checkpoint_folder, load_hmm_roformer, untrained_twin
     from probing.plots import write_probe_results
     from probing.run import format_summary, run_probing
 
+    if args.quiet:  # transformers' own bar (loading weights) too
+        transformers.utils.logging.disable_progress_bar()
     try:
+        folder = checkpoint_folder(args.model)
+        if folder is None and args.out is None:
+            raise ValueError("--out is required when --model is a Hub id")
         values = {name: getattr(args, name) for name in (*PROBE_OPTIONS, "dtype")}
         config = ProbeConfig(**{**values, "positions_per_row": args.positions_per_row or None})
         model = load_hmm_roformer(args.model)
@@ -98,10 +98,9 @@ def main(argv: list[str] | None = None) -> int:
             control = untrained_twin(model, seed)
         result = run_probing(model, corpus, config, untrained_model=control, progress=not args.quiet)
     except (ValueError, OSError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        return refuse(error)
     result.results["timings_s"]["total"] = time.perf_counter() - started
-    paths = write_probe_results(result, out)
+    paths = write_probe_results(result, Path(args.out) if args.out else folder / "probes")
     print(format_summary(result.results))
     print(f"\nwrote {', '.join(str(path) for path in paths.values())}")
     print(f"total time {result.results['timings_s']['total']:.1f} s")

@@ -22,11 +22,11 @@ import argparse
 import os
 import sys
 
+from hmm_roformer_cli import Parser, refuse  # the standard library only
+
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--model", help="a model folder (scripts/train.py or scripts/reproduce.py)")
     what.add_argument(
@@ -62,8 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             plan = plan_dataset_upload(args.dataset, args.repo_id, private=args.private)
     except ValueError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        return refuse(error)
     print(format_plan(plan, args.endpoint))
     if args.dry_run:
         print("dry run: nothing was uploaded")

@@ -21,9 +21,11 @@ import json
 import sys
 from pathlib import Path
 
+from hmm_roformer_cli import Parser, at_least, refuse  # the standard library only
+
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         description=__doc__,
         epilog="Any run config field: --section.field value (scripts/train.py --help and docs/fields.md list them).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -34,7 +36,9 @@ def main(argv: list[str] | None = None) -> int:
         "--redo",
         help="redo this stage and every later one (corpus, train, evaluate, probe, memory, model, report)",
     )
-    parser.add_argument("--num-processes", type=int, default=1, help="GPUs to train on (data parallel)")
+    parser.add_argument(
+        "--num-processes", type=at_least(1), default=1, help="GPUs to train on (data parallel)"
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args, overrides = parser.parse_known_args(argv)
     out = Path(args.out or f"runs/reproduce-{args.preset}")
@@ -49,8 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         state = run_pipeline(pipeline, redo=args.redo)
     except (ValueError, RuntimeError, OSError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        return refuse(error)
     results = json.loads((out / layout.RESULTS_JSON).read_text())
     print()
     for claim in results["claims"]:

@@ -24,9 +24,11 @@ import json
 import sys
 from pathlib import Path
 
+from hmm_roformer_cli import Parser, refuse  # the standard library only
+
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         description=__doc__,
         epilog="Any run config field: --section.field value (scripts/train.py --help and docs/fields.md list them).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -66,8 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         pipeline = make_pipeline(settings, out, kind="study", progress=not args.quiet, records=args.records)
         state = run_pipeline(pipeline, redo=args.redo)
     except (ValueError, RuntimeError, OSError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        return refuse(error)
     results = json.loads((out / layout.RESULTS_JSON).read_text())
     print()
     for depth in results["depths"]:

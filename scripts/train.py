@@ -15,6 +15,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from hmm_roformer_cli import Parser, refuse  # the standard library only
+
 FIELDS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "fields.md"
 
 
@@ -25,7 +27,7 @@ def fields_epilog() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         description=__doc__, epilog=fields_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
@@ -50,8 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         run = load_run_config(args.config or config_file, overrides)
         metrics = train(run, resume=args.resume)
     except ValueError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        return refuse(error)
     if PartialState().is_main_process:  # one summary, not one per process
         print(summary(metrics))
     return 0

@@ -111,6 +111,22 @@ def _has_type(value, accepted: set[type]) -> bool:
     return isinstance(value, tuple(accepted))
 
 
+def did_you_mean(name: str, known, prefix: str = "") -> str:
+    """` (did you mean <prefix><nearest>?)` for the known name nearest to a misspelt `name`, or ""."""
+    near = difflib.get_close_matches(str(name), [str(k) for k in known], n=1)
+    return f" (did you mean {prefix}{near[0]}?)" if near else ""
+
+
+def unknown_sections(names) -> str | None:
+    """The phrase for section names that are not run config sections (each with the nearest one),
+    None when every name is a section."""
+    unknown = [name for name in names if name not in SECTIONS]
+    if not unknown:
+        return None
+    hints = "".join(did_you_mean(name, SECTIONS) for name in unknown)
+    return f"unknown section(s) {unknown}{hints}; sections are {', '.join(SECTIONS)}"
+
+
 def run_config_problems(sections: dict[str, dict]) -> list[str]:
     """Every problem of a run config's sections at once, one phrase each: an unknown field (with
     the nearest known name), a value of the wrong type, a value out of bounds, a missing field."""
@@ -126,8 +142,7 @@ def run_config_problems(sections: dict[str, dict]) -> list[str]:
                         "(hidden_size, num_hidden_layers, num_attention_heads, ...), as configs/small.yaml does"
                     )
                     continue
-                near = difflib.get_close_matches(name, list(known), n=1)
-                hint = f" (did you mean {section}.{near[0]}?)" if near else ""
+                hint = did_you_mean(name, known, prefix=f"{section}.")
                 problems.append(f"unknown field(s) [{name!r}] in section '{section}'{hint}")
                 continue
             accepted = accepted_types(known[name])

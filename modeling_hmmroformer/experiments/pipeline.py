@@ -24,8 +24,11 @@ a model whose record is there: a study interrupted at any point goes on from the
 records without redoing a finished model, and its report reads records only.
 
 The folder's state file names the settings' fingerprint and every complete stage with its
-wall time. A rerun skips the complete stages and redoes the others; a folder made with other
-settings, or a non-empty folder without a state file, is refused before anything is written.
+wall time. A rerun skips the complete stages and redoes the others (and the corpus stage when its
+folder no longer matches the manifest it was written with: a shard deleted, truncated or
+replaced); a folder made with other settings, or a non-empty folder without a state file, is
+refused before anything is written. While the report stage is to run, no older REPORT.md or
+results.json is left in the folder.
 Every stage builds its output in a hidden sibling and renames it into place
 (`layout.build_folder`), so an interrupted stage leaves nothing that looks complete.
 """
@@ -49,7 +52,7 @@ import torch
 import transformers
 
 from hmm_datasets.corpus import open_corpus
-from hmm_datasets.export import export_corpus
+from hmm_datasets.export import MANIFEST_FILENAME, corpus_folder_problem, export_corpus
 from hmm_datasets.predictors import reference_predictors
 from model_cards.render import render_report, render_study_report, write_model_card
 from probing.capture import load_hmm_roformer, untrained_twin
@@ -67,6 +70,7 @@ from .summary import summarize_model_folder
 from .training import checkpoints, is_complete_checkpoint, train
 
 KINDS = ("reproduce", "study")
+NOUNS = {"reproduce": "reproduction"}  # what a kind's folder is called in messages
 # each model's stages, in the order they run
 MODEL_STAGES = ("train", "evaluate", "probe", "memory", "knockout")
 MODEL_FILE_SUFFIXES = (".safetensors", ".json", ".py", ".yaml")  # what `model/` copies from training/
@@ -155,6 +159,14 @@ def make_pipeline(
             "one process with every core (leave --num-processes out)."
         )
     out = Path(out)
+    source = settings.overrides.get("data", {}).get("source")
+    if source is not None:  # never silently replaced by the pipeline's own corpus
+        raise ValueError(
+            f"--data.source {source}: a {NOUNS.get(kind, kind)} trains on the corpus it generates into "
+            f"{out / layout.CORPUS} "
+            "from the corpus section (--corpus.<field> value) and reads no other; to train on a corpus "
+            "folder of your own, run scripts/train.py with --data.source (nothing was written)."
+        )
     run = load_run_config(Path(configs_dir) / settings.run_config, settings.overrides)
     run = run.with_overrides({"data": {"source": str(out / layout.CORPUS)}})
     models = []
@@ -207,7 +219,7 @@ def stage_names(pipeline: Pipeline) -> list[str]:
 def read_state(pipeline: Pipeline) -> dict:
     """The state of the folder, a fresh one for a new folder; refuses a folder made with other settings."""
     out, path = pipeline.out, pipeline.out / layout.state_file(pipeline.kind)
-    noun = {"reproduce": "reproduction"}.get(pipeline.kind, pipeline.kind)
+    noun = NOUNS.get(pipeline.kind, pipeline.kind)
     fresh = {"preset": pipeline.settings.name, "fingerprint": pipeline.fingerprint(), "stages": {}}
     if not path.is_file():
         if out.exists() and any(out.iterdir()):
@@ -246,11 +258,16 @@ def run_pipeline(pipeline: Pipeline, *, redo: str | None = None, log: Callable[[
     check_records(recorded, pipeline.fingerprint())  # before anything is written
     if redo is not None:
         state = forget_stages(state, stage_names(pipeline), redo)
+    damage = corpus_damage(pipeline) if "corpus" in state["stages"] else None
+    if damage is not None:  # the corpus stage is redone (the same bytes), not skipped
+        log(f"corpus: {damage}; redoing the stage")
+        state = forget_stages(state, ["corpus"], "corpus")
     plan = stage_plan(pipeline, state)
     if not pipeline.progress:  # --quiet: transformers' own bars (loading weights) too
         transformers.utils.logging.disable_progress_bar()
     pipeline.out.mkdir(parents=True, exist_ok=True)
     write_state(pipeline, state)
+    withdraw_report(pipeline, state)
     for index, (stage, runner) in enumerate(plan.items(), start=1):
         prefix = f"[{index}/{len(plan)}] {stage}"
         if stage in state["stages"]:
@@ -264,6 +281,25 @@ def run_pipeline(pipeline: Pipeline, *, redo: str | None = None, log: Callable[[
         write_state(pipeline, state)
         log(f"{prefix}: done in {seconds:.1f} s")
     return state
+
+
+def corpus_damage(p: Pipeline) -> str | None:
+    """Why a corpus folder marked complete cannot be used as it is, or None: a file its manifest
+    lists is missing, truncated or replaced, or it has no manifest (missing, or written before
+    corpus folders recorded one)."""
+    if not (p.corpus / MANIFEST_FILENAME).is_file():
+        return (
+            f"{p.corpus} has no {MANIFEST_FILENAME} (written before corpus folders recorded one, or damaged)"
+        )
+    return corpus_folder_problem(p.corpus)
+
+
+def withdraw_report(p: Pipeline, state: dict) -> None:
+    """Remove an older REPORT.md and results.json when the report stage is to run again, before any
+    stage does: a run that stops on the way never leaves a report that looks current."""
+    if "report" not in state["stages"]:
+        for name in (layout.REPORT_MD, layout.RESULTS_JSON):
+            (p.out / name).unlink(missing_ok=True)
 
 
 def now() -> str:

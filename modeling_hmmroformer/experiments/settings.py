@@ -39,7 +39,7 @@ from hmm_datasets.memory import check_memories
 from probing.config import ProbeConfig
 
 from ..configuration_hmm_roformer import HMMRoFormerConfig
-from .fields import DEFAULTS, SECTIONS, run_config_problems
+from .fields import DEFAULTS, SECTIONS, did_you_mean, run_config_problems, unknown_sections
 from .layout import RUN_CONFIG_YAML
 
 CONFIGS_DIR = Path(__file__).resolve().parents[2] / "configs"
@@ -99,8 +99,9 @@ def parse_overrides(arguments: list[str], sections: tuple[str, ...] = SECTIONS) 
             index += 2
         section, name = key.split(".", 1)
         if section not in sections:
+            near = did_you_mean(section, sections)
             raise ValueError(
-                f"override --{key}: unknown section {section!r}; sections are {', '.join(sections)}."
+                f"override --{key}: unknown section {section!r}{near}; sections are {', '.join(sections)}."
             )
         out.setdefault(section, {})[name] = read_yaml(raw)
     return out
@@ -213,9 +214,9 @@ def load_run_config(
             f"no run config at {path}: pass --config configs/<preset>.yaml (tiny, small or paper)."
         )
     values = read_yaml(path.read_text()) or {}
-    unknown = sorted(set(values) - set(SECTIONS))
-    if unknown:
-        raise ValueError(f"unknown section(s) {unknown} in {path}; sections are {SECTIONS}.")
+    problem = unknown_sections(values)
+    if problem:
+        raise ValueError(f"{path}: {problem}.")
     if isinstance(overrides, list):
         overrides = parse_overrides(overrides)
     sections = {section: dict(values.get(section) or {}) for section in SECTIONS}
@@ -281,9 +282,9 @@ class Settings:
                 raise ValueError(f"{name}={getattr(self, name)} must be at least 1.")
         if self.corpus_table_rows < 0:
             raise ValueError(f"corpus_table_rows={self.corpus_table_rows} must be 0 or more.")
-        unknown = sorted(set(self.overrides) - set(SECTIONS))
-        if unknown:
-            raise ValueError(f"overrides name unknown section(s) {unknown}; sections are {SECTIONS}.")
+        problem = unknown_sections(self.overrides)
+        if problem:
+            raise ValueError(f"overrides name {problem}.")
         layers = self.probe.get("layers")
         if layers is not None and self.depths and max(layers) > min(self.depths):
             raise ValueError(

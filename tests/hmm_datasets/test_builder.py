@@ -48,7 +48,7 @@ def test_keyword_overrides_change_the_config_and_the_cache_key():
 def test_an_invalid_override_fails_with_the_field_named():
     with pytest.raises(ValueError, match="transition_rank=99 is larger than num_states=6"):
         load_dataset_builder("hmm_mixture", "tiny", transition_rank=99)
-    with pytest.raises(ValueError, match="doesn't have a 'num_taks' key"):
+    with pytest.raises(ValueError, match="'num_taks' \\(did you mean num_tasks\\?\\)"):
         load_dataset_builder("hmm_mixture", "tiny", num_taks=3)
 
 

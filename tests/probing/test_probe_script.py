@@ -45,3 +45,31 @@ def test_probe_script_refuses_bad_input_with_one_error_line(
 def test_probe_script_names_a_missing_checkpoint_folder(run_script, tmp_path):
     done = run_script("scripts/probe.py", "--model", tmp_path / "nowhere")
     assert done.returncode == 2 and "no such checkpoint folder" in done.stderr
+
+
+@pytest.mark.parametrize("bad", ["truncated weights", "mistyped folder", "corpus without its test split"])
+def test_a_bad_checkpoint_or_corpus_is_one_line_and_writes_nothing(run_script, tiny_model, tmp_path, bad):
+    import hmm_datasets
+
+    tiny_model().save_pretrained(tmp_path / "model")
+    weights = tmp_path / "model" / "model.safetensors"
+    arguments = ["--model", "model", "--data", "tiny", "--quiet"]
+    if bad == "truncated weights":
+        weights.write_bytes(weights.read_bytes()[:5000])
+        message = "cannot read the weights of 'model' (SafetensorError"
+    elif bad == "mistyped folder":  # a local path, not a Hub id: never "--out is required"
+        arguments[1] = "runs/modell"
+        (tmp_path / "runs").mkdir()
+        message = "no such checkpoint folder: runs/modell"
+    else:
+        corpus = hmm_datasets.export_corpus(
+            hmm_datasets.get_preset("tiny"), tmp_path / "corpus", table_rows=0
+        )
+        next((corpus / "data").glob("test-*.parquet")).unlink()
+        arguments[3] = "corpus"
+        message = f"{corpus.name} is incomplete: the test split"
+    before = sorted(tmp_path.rglob("*"))
+    done = run_script("scripts/probe.py", *arguments, cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"error: {message}") and "Traceback" not in done.stderr
+    assert sorted(tmp_path.rglob("*")) == before

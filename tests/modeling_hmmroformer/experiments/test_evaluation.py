@@ -166,6 +166,7 @@ def test_a_corpus_without_task_ids_is_one_error_line_naming_the_column(run_scrip
     )
     for shard in (corpus / "data").glob("*.parquet"):  # as a Hub corpus with its labels dropped
         pq.write_table(pq.read_table(shard).drop_columns(["task_id", "hidden_states"]), shard)
+    (corpus / "corpus_manifest.json").unlink()  # made by hand: no manifest (else: "damaged")
     result = run_script("scripts/figure1.py", "--model", tmp_path / "model", "--data", corpus, "--rows", "16")
     assert result.returncode == 2
     errors = [
@@ -174,3 +175,34 @@ def test_a_corpus_without_task_ids_is_one_error_line_naming_the_column(run_scrip
     [line] = errors
     assert line.startswith("error: the corpus's test split lacks the column(s) ['task_id']")
     assert not (tmp_path / "model" / "figure1").exists()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--rows", "0"], "argument --rows: 0 must be at least 1"),
+        (["--rows", "-5"], "argument --rows: -5 must be at least 1"),
+        (["--batch-size", "0"], "argument --batch-size: 0 must be at least 1"),
+        (["--model", "runs/modell"], "no such checkpoint folder: runs/modell"),  # never "a Hub id"
+        (["--model", "truncated"], "cannot read the weights of 'truncated' (SafetensorError"),
+        (["--data", "corpus"], "corpus is incomplete: the test split"),
+    ],
+)
+def test_figure1_refuses_bad_input_in_one_line_and_writes_nothing(run_script, tmp_path, arguments, message):
+    torch.manual_seed(0)
+    HMMRoFormerForCausalLM(HMMRoFormerConfig(**TINY_SIZES, vocab_size=7)).save_pretrained(tmp_path / "model")
+    (tmp_path / "runs").mkdir()
+    if "truncated" in arguments:
+        (tmp_path / "truncated").mkdir()
+        for path in (tmp_path / "model").iterdir():
+            (tmp_path / "truncated" / path.name).write_bytes(path.read_bytes()[:5000])
+    if "corpus" in arguments:
+        corpus = hmm_datasets.export_corpus(
+            hmm_datasets.get_preset("tiny"), tmp_path / "corpus", table_rows=0
+        )
+        next((corpus / "data").glob("test-*.parquet")).unlink()
+    before = sorted(tmp_path.rglob("*"))
+    done = run_script("scripts/figure1.py", "--model", "model", "--data", "tiny", *arguments, cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"error: {message}") and "Traceback" not in done.stderr
+    assert sorted(tmp_path.rglob("*")) == before

@@ -18,6 +18,7 @@ from modeling_hmmroformer.experiments.claims import CLAIMS
 from modeling_hmmroformer.experiments.pipeline import make_pipeline, read_state, run_pipeline, stage_names
 from modeling_hmmroformer.experiments.settings import PRESETS, REPRODUCTIONS, get_settings
 from probing import capture_hidden_states, load_hmm_roformer, sample_positions
+from tests.hmm_datasets.test_export import damage
 
 ROOT = Path(__file__).resolve().parents[3]
 FIGURES = [
@@ -218,15 +219,51 @@ def test_a_folder_that_is_not_a_reproduction_is_refused(tmp_path):
             "unknown field(s) ['num_layers'] in section 'model'",
         ),
         (["--preset", "tiny", "--num-processes", "2"], "needs as many GPUs"),
+        (["--preset", "tiny", "--num-processes", "0"], "argument --num-processes: 0 must be at least 1"),
+        (  # honoured or refused, never silently replaced by the run's own corpus
+            ["--preset", "tiny", "--data.source", "elsewhere"],
+            "--data.source elsewhere: a reproduction trains on the corpus it generates",
+        ),
     ],
 )
 def test_bad_input_is_one_error_line(run_script, tmp_path, arguments, message):
     if "--num-processes" in arguments and torch.cuda.is_available():
         pytest.skip("this machine has GPUs")
     done = run_script("scripts/reproduce.py", *arguments, "--out", tmp_path / "r")
-    assert done.returncode == 2
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert done.stderr.startswith("error:") and message in done.stderr
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("how", ["deleted", "truncated", "replaced"])
+def test_a_damaged_corpus_is_redone_not_skipped(reproduced_tiny, tmp_path, how):
+    source, _ = reproduced_tiny
+    out = tmp_path / "tiny"
+    shutil.copytree(source, out)
+    [shard] = (out / "corpus" / "data").glob("test-*.parquet")
+    written = shard.read_bytes()
+    damage(out / "corpus", how)
+    logged = []
+    run_pipeline(tiny_reproduction(out), log=logged.append)
+    assert logged[0].startswith(f"corpus: {out / 'corpus'} is ") and "the test split" in logged[0]
+    assert logged[1] == f"[1/{len(STAGES)}] corpus ..."
+    assert sum("complete, skipped" in line for line in logged) == len(STAGES) - 1
+    assert shard.read_bytes() == written  # the same bytes again: the later stages stand
+
+
+def test_a_failed_redo_leaves_no_report_that_looks_current(reproduced_tiny, tmp_path, monkeypatch):
+    source, _ = reproduced_tiny
+    out = tmp_path / "tiny"
+    shutil.copytree(source, out)
+
+    def stopped(*args):
+        raise RuntimeError("stopped")
+
+    monkeypatch.setattr(pipeline_module, "probe_model", stopped)
+    with pytest.raises(RuntimeError, match="stopped"):
+        run_pipeline(tiny_reproduction(out), redo="probe", log=lambda line: None)
+    assert not (out / "REPORT.md").exists() and not (out / "results.json").exists()
+    assert "report" not in json.loads((out / STATE_NAME).read_text())["stages"]
 
 
 def test_presets_are_validated(tmp_path):

@@ -41,12 +41,31 @@ def test_overrides_go_to_their_sections_with_yaml_1_2_values():
     [
         (["num_tasks=64"], "write overrides as --section.field value"),
         (["--corpus.num_tasks"], "has no value"),
-        (["--trainng.max_steps", "3"], "unknown section 'trainng'"),
+        (["--trainng.max_steps", "3"], r"unknown section 'trainng' \(did you mean training\?\)"),
     ],
 )
 def test_a_bad_override_says_how_to_write_one(arguments, message):
     with pytest.raises(ValueError, match=message):
         parse_overrides(arguments, SECTIONS)
+
+
+def test_an_unknown_yaml_section_is_one_line_with_the_nearest_section(tmp_path):
+    """scripts/train.py, the process `accelerate launch` starts: one line, exit status 2, no traceback."""
+    config = tmp_path / "run.yaml"
+    config.write_text((ROOT / "configs" / "tiny.yaml").read_text().replace("\nrun:", "\nrnu:"))
+    with pytest.raises(ValueError, match=r"unknown section\(s\) \['rnu'\] \(did you mean run\?\)"):
+        load_run_config(config)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "train.py"), str(config)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"error: {config}: unknown section(s) ['rnu'] (did you mean run?)")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["run.yaml"]
 
 
 def test_generate_takes_the_same_syntax(run_script, tmp_path):
