@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments, set_seed
+from transformers.trainer_callback import ExportableState
 from transformers.utils import logging
 
 import hmm_datasets
@@ -175,14 +176,36 @@ class SaveRunConfigCallback(TrainerCallback):
         return control
 
 
-class StepTimer(TrainerCallback):
+class LogAtEverySave(TrainerCallback):
+    """Logs the loss at every checkpoint, so a checkpoint's log history covers every step up to
+    it (a resumed run's report counts them: `whole_run_metrics`)."""
+
+    def on_step_end(self, args, state, control, **kwargs):
+        control.should_log = control.should_log or control.should_save
+        return control
+
+
+class StepTimer(TrainerCallback, ExportableState):
     """Records when each optimizer step ends, to tell a run's start-up (compilation, first
-    batches) and its evaluations and saves apart from its steady pace (`step_time_summary`)."""
+    batches) and its evaluations and saves apart from its steady pace (`step_time_summary`).
+
+    Each checkpoint keeps the seconds of training it holds (its trainer_state.json's
+    `stateful_callbacks`); a run resumed from it starts counting from them (`seconds_before`)."""
 
     def __init__(self):
-        self.started, self.step_ends = None, []
+        self.started, self.step_ends, self.seconds_before = None, [], 0.0
+
+    def seconds(self) -> float:
+        """Seconds of training so far, those of the checkpoint this run resumed from included."""
+        return self.seconds_before + (time.perf_counter() - self.started if self.started else 0.0)
+
+    def state(self) -> dict:
+        return {"args": {}, "attributes": {"seconds": self.seconds()}}
 
     def on_train_begin(self, args, state, control, **kwargs):
+        # a resumed run's state is its checkpoint's; one saved before this callback had none
+        saved = state.stateful_callbacks.setdefault(type(self).__name__, self.state())
+        self.seconds_before = saved["attributes"].get("seconds", 0.0)
         self.started, self.step_ends = time.perf_counter(), []
         return control
 
@@ -206,6 +229,37 @@ def step_time_summary(started: float, step_ends: list[float]) -> dict[str, float
     }
 
 
+def whole_run_metrics(
+    metrics: dict, log_history: list[dict], resumed_at: int, seconds_before: float, samples_per_step: int
+) -> dict:
+    """A resumed run's `Trainer` metrics count only the steps after its checkpoint (at step
+    `resumed_at`); these count the whole run of `metrics["train_steps"]` steps.
+
+    The mean loss: the checkpoint's logged losses (each the mean over the steps since the log
+    before it; `LogAtEverySave` puts the last one at the checkpoint), weighted by those steps, with
+    this run's mean over its own. The time: the checkpoint's training seconds (`StepTimer`) plus
+    this run's; steps an interruption lost after the checkpoint were trained again and count once.
+    """
+    earlier = [
+        (entry["step"], entry["loss"])
+        for entry in log_history
+        if "loss" in entry and entry["step"] <= resumed_at
+    ]
+    widths = np.diff([0, *(step for step, _ in earlier)])
+    earlier_loss = float(np.dot(widths, [loss for _, loss in earlier]))
+    steps, own_steps = metrics["train_steps"], metrics["train_steps"] - resumed_at
+    counted = int(widths.sum()) + own_steps  # every step, unless the checkpoint's last log came before it
+    seconds = seconds_before + metrics["train_runtime"]
+    return {
+        **metrics,
+        "train_loss": (earlier_loss + metrics["train_loss"] * own_steps) / counted,
+        "train_runtime": seconds,
+        "train_steps_per_second": round(steps / seconds, 3),
+        "train_samples_per_second": round(steps * samples_per_step / seconds, 3),
+        "resumed_from_step": resumed_at,
+    }
+
+
 def write_run_files(folder: Path, run: RunConfig, corpus_config: HMMMixtureConfig) -> None:
     """The corpus config, then the run config (written last: a checkpoint with it is complete)."""
     layout.write_text(folder / layout.CORPUS_CONFIG_JSON, corpus_config.to_json() + "\n")
@@ -218,10 +272,15 @@ def is_complete_checkpoint(folder: Path) -> bool:
     return all((folder / name).exists() for name in names)
 
 
+def checkpoint_step(folder: Path) -> int:
+    """N of a `checkpoint-N` folder."""
+    return int(folder.name.split("-")[-1])
+
+
 def checkpoints(output_dir: Path) -> list[Path]:
     """`checkpoint-N` folders, oldest first."""
     found = [p for p in output_dir.glob("checkpoint-*") if p.is_dir() and p.name.split("-")[-1].isdigit()]
-    return sorted(found, key=lambda p: int(p.name.split("-")[-1]))
+    return sorted(found, key=checkpoint_step)
 
 
 def resume_checkpoint(output_dir: Path) -> Path:
@@ -302,7 +361,7 @@ def prepare(run: RunConfig, resume: bool) -> PreparedRun:
         train_dataset=train,
         eval_dataset=validation.with_format("numpy", columns=columns) if len(validation) else None,
         data_collator=FixedLengthCollator(corpus.config.delimiter, corpus.config.num_demos, run.loss_mask),
-        callbacks=[SaveRunConfigCallback(run, corpus.config), StepTimer()],
+        callbacks=[SaveRunConfigCallback(run, corpus.config), LogAtEverySave(), StepTimer()],
         icl_evaluator=evaluator,
     )
     if trainer.is_world_process_zero():
@@ -326,8 +385,9 @@ def finished_run_metrics(run: RunConfig) -> dict | None:
 def train(run: RunConfig, resume: bool = False) -> dict:
     """Run training to the end; the final model folder gets the run files and HMM parameters.
 
-    With `resume`, training continues from the newest complete checkpoint and trains only the
-    remaining steps; a run that already finished is left as it is (its results are returned).
+    With `resume`, training continues from the newest complete checkpoint (saying so) and trains
+    only the remaining steps, and its results count the whole run (`whole_run_metrics`); a run
+    that already finished is left as it is (its results are returned).
     """
     if resume and (finished := finished_run_metrics(run)) is not None:
         logger.warning(
@@ -335,8 +395,12 @@ def train(run: RunConfig, resume: bool = False) -> dict:
         )
         return finished
     prepared = prepare(run, resume)
-    trainer, corpus = prepared.trainer, prepared.corpus
-    result = trainer.train(resume_from_checkpoint=str(prepared.checkpoint) if prepared.checkpoint else None)
+    trainer, corpus, checkpoint = prepared.trainer, prepared.corpus, prepared.checkpoint
+    if checkpoint is not None:
+        logger.warning(
+            f"resuming {run.output_dir} from {checkpoint.name} (step {checkpoint_step(checkpoint)})"
+        )
+    result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     trainer.save_model(str(run.output_dir))
     metrics = dict(result.metrics)
     if trainer.args.eval_strategy != "no" and trainer.eval_dataset is not None:
@@ -349,6 +413,15 @@ def train(run: RunConfig, resume: bool = False) -> dict:
         metrics["train_steps"] = trainer.state.global_step
         timer = next(c for c in trainer.callback_handler.callbacks if isinstance(c, StepTimer))
         metrics.update(step_time_summary(timer.started, timer.step_ends))
+        if checkpoint is not None:
+            samples_per_step = _tokens_per_step(trainer, corpus.config) // corpus.config.sequence_length
+            metrics = whole_run_metrics(
+                metrics,
+                trainer.state.log_history,
+                checkpoint_step(checkpoint),
+                timer.seconds_before,
+                samples_per_step,
+            )
         if torch.cuda.is_available():  # this process's peak, evaluation included
             metrics["peak_gpu_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
         layout.write_text(

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, TrainerCallback
 
 import hmm_datasets
 from modeling_hmmroformer.experiments import training
@@ -316,6 +316,67 @@ def test_resuming_a_finished_run_changes_nothing(trained, tmp_path):
     assert "already finished at step 40: nothing to resume" in resumed.stderr
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()} == files  # nothing written
     assert not (out / "checkpoint-41").exists()
+
+
+class CtrlCAtStep(TrainerCallback):
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            raise KeyboardInterrupt
+
+
+def short_run(output_dir: Path):
+    """12 steps, a checkpoint every 4 and a log every 3 (the checkpoints fall between logs)."""
+    steps = ["--training.max_steps", "12", "--training.save_steps", "4", "--training.logging_steps", "3"]
+    no_evaluation = ["--training.eval_strategy", "no", "--run.eval_rows", "0"]
+    run = load_run_config(TINY, [*steps, *no_evaluation, "--training.output_dir", str(output_dir)])
+    run.training["report_to"] = []
+    return run
+
+
+def _logged_losses(log_history: list[dict]) -> dict[int, float]:
+    return {entry["step"]: entry["loss"] for entry in log_history if "loss" in entry}
+
+
+def test_a_resumed_run_says_so_and_reports_the_whole_run(tmp_path, monkeypatch, caplog):
+    """Ctrl-C at step 7 of 12, the rerun resumes from the checkpoint at step 4: its results count
+    all 12 steps (the mean loss of the uninterrupted run) and the time of both parts."""
+    whole = train(short_run(tmp_path / "whole"))
+    run = short_run(tmp_path / "run")
+    prepare_run = training.prepare
+
+    def prepare_with_ctrl_c(run, resume):
+        prepared = prepare_run(run, resume)
+        prepared.trainer.add_callback(CtrlCAtStep(7))
+        return prepared
+
+    monkeypatch.setattr(training, "prepare", prepare_with_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        train(run)
+    monkeypatch.setattr(training, "prepare", prepare_run)
+    saved = json.loads((run.output_dir / "checkpoint-4" / "trainer_state.json").read_text())
+    with caplog.at_level("WARNING", logger=training.logger.name):
+        resumed = train(run, resume=True)
+    assert f"resuming {run.output_dir} from checkpoint-4 (step 4)" in caplog.messages
+    final = json.loads((run.output_dir / "checkpoint-12" / "trainer_state.json").read_text())
+    expected = _logged_losses(
+        json.loads((tmp_path / "whole" / "checkpoint-12" / "trainer_state.json").read_text())["log_history"]
+    )
+    continued = _logged_losses(final["log_history"])
+    assert sorted(continued) == sorted(expected) == [3, 4, 6, 8, 9, 12]  # a log at every checkpoint too
+    for step, loss in expected.items():  # the rerun continues the same steps ...
+        assert continued[step] == pytest.approx(loss, abs=1e-6), step
+    # ... and its mean is the uninterrupted run's, not that of steps 5..12 alone
+    assert resumed["train_loss"] == pytest.approx(whole["train_loss"], abs=1e-6)
+    assert resumed["resumed_from_step"] == 4 and resumed["train_steps"] == 12
+    before = saved["stateful_callbacks"]["StepTimer"]["attributes"]["seconds"]
+    assert 0 < before < resumed["train_runtime"]  # the checkpoint's seconds, then this run's
+    assert resumed["train_steps_per_second"] == pytest.approx(12 / resumed["train_runtime"], abs=1e-3)
+    assert (
+        json.loads((run.output_dir / "train_results.json").read_text())["train_loss"] == resumed["train_loss"]
+    )
 
 
 def test_a_corpus_folder_that_contradicts_the_corpus_section_is_refused(tmp_path):
