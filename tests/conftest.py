@@ -1,4 +1,4 @@
-"""Offline, isolated test runs: no network, a private datasets cache, one torch thread.
+"""Offline, isolated test runs: no network, private caches, one torch thread.
 
 The suite runs as two streams of one core each: the tests, and beside them the doc test's
 pages (`page_runs`). One thread per process, here and in every process a test starts
@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,23 +20,40 @@ os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ["OMP_NUM_THREADS"] = "1"
 
+# Every cache a test, or a process it starts, could fill (datasets' corpora and Parquet
+# entries, the Hub's, remote code, matplotlib's fonts) lives in one folder per session, never
+# in the user's ~/.cache. Set before datasets, huggingface_hub or matplotlib is imported:
+# they read these once, at import.
+SESSION_CACHE = Path(tempfile.mkdtemp(prefix="hmm-roformer-tests-"))
+CACHE_OVERRIDES = ("HF_DATASETS_CACHE", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_MODULES_CACHE")
+for name in CACHE_OVERRIDES:  # each would take its cache out of HF_HOME
+    os.environ.pop(name, None)
+os.environ["HF_HOME"] = str(SESSION_CACHE / "huggingface")
+os.environ["XDG_CACHE_HOME"] = str(SESSION_CACHE / "xdg")
+os.environ["MPLCONFIGDIR"] = str(SESSION_CACHE / "matplotlib")
+assert "datasets" not in sys.modules, "datasets was imported before tests/conftest.py chose its cache"
+
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
 torch.set_num_threads(1)
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _private_datasets_cache(tmp_path_factory):
-    """Keep generated corpora out of the user's ~/.cache."""
-    import datasets.config
+def pytest_unconfigure(config):
+    shutil.rmtree(SESSION_CACHE, ignore_errors=True)
 
-    cache = tmp_path_factory.mktemp("hf_datasets_cache")
-    previous = datasets.config.HF_DATASETS_CACHE
-    datasets.config.HF_DATASETS_CACHE = cache
+
+@pytest.fixture(scope="session")
+def session_cache() -> Path:
+    """The session's folder of caches (HF_HOME, XDG_CACHE_HOME and MPLCONFIGDIR are in it)."""
+    return SESSION_CACHE
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _quiet_datasets():
+    import datasets
+
     datasets.disable_progress_bars()
-    yield cache
-    datasets.config.HF_DATASETS_CACHE = previous
 
 
 PLUGIN_MODULES = ("hmm_datasets", "modeling_hmmroformer", "probing", "model_cards")
