@@ -38,7 +38,7 @@ def least_squares_probes(features: torch.Tensor, labels: torch.Tensor, num_class
     from probing.probes import Probes, masked_moments
 
     valid = labels >= 0
-    mean, std, correlation = masked_moments(features, valid)
+    mean, scale, correlation = masked_moments(features, valid)
     classes = int(num_classes.max())
     weight = valid.to(features.dtype) / valid.sum(1, keepdim=True).clamp_min(1)  # [B, N]
     onehot = torch.nn.functional.one_hot(labels.clamp_min(0), classes).to(features.dtype)
@@ -48,11 +48,11 @@ def least_squares_probes(features: torch.Tensor, labels: torch.Tensor, num_class
         moment = torch.einsum("nd,bnc->bdc", features, weighted)
     else:
         moment = torch.bmm(features.transpose(1, 2), weighted)
-    cross = (moment - mean[..., None] * frequency[:, None]) / std[..., None]  # E[z y^T], z standardised
+    cross = (moment - mean[..., None] * frequency[:, None]) * scale[..., None]  # E[z y^T], z standardised
     eye = torch.eye(features.shape[-1], dtype=features.dtype, device=features.device)
     slopes = torch.linalg.solve(correlation + settings.l2 * eye, cross)
     allowed = torch.arange(classes, device=labels.device)[None] < num_classes[:, None]
-    return Probes(torch.cat([slopes, frequency[:, None]], 1), mean, std, allowed)
+    return Probes(torch.cat([slopes, frequency[:, None]], 1), mean, scale, allowed)
 
 
 def probe_stage(model, corpus, estimator) -> tuple[dict, float]:

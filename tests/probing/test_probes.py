@@ -215,3 +215,85 @@ def test_batched_lbfgs_finds_each_rows_minimum():
             1e-14,
         )
         assert torch.equal(alone[0], found[row])
+
+
+def quadratic_rows(seed: int = 0, rows: int = 3, dim: int = 6):
+    """Hessians `[rows, dim, dim]` of condition 10 to 1000 and minima `[rows, dim]`."""
+    rng = np.random.default_rng(seed)
+    a = torch.as_tensor(rng.normal(size=(rows, dim, dim)))
+    hessians = a @ a.transpose(1, 2) + torch.eye(dim) * torch.tensor([0.1, 1.0, 10.0])[:rows, None, None]
+    return hessians, torch.as_tensor(rng.normal(size=(rows, dim)))
+
+
+def test_a_failed_line_search_does_not_end_the_fit():
+    """Once the first step has landed, the next line search meets a loss that overflows at
+    every trial point (as a far step of a softmax can): the rows must stay where they were and
+    go on, by steepest descent, to their minima, not stop there (a failed search changes the
+    loss by nothing, which a stopping rule on the loss change alone reads as converged)."""
+    from probing.probes import batched_lbfgs
+
+    hessians, targets = quadratic_rows()
+    calls, state = [], {"first": None, "overflowing": None}
+
+    def objective(rows):
+        def loss_and_grad(x):
+            delta = x - targets[rows]
+            grad = (hessians[rows] @ delta[..., None])[..., 0]
+            loss = 0.5 * (delta * grad).sum(1)
+            calls.append(float(loss.sum()))
+            if state["first"] is None:
+                state["first"] = loss
+            elif state["overflowing"] is None and bool((loss < state["first"]).all()):
+                state["overflowing"] = 31  # the whole next search: a first try and 30 halvings
+            elif state["overflowing"]:
+                state["overflowing"] -= 1
+                return torch.full_like(loss, float("inf")), grad
+            return loss, grad
+
+        return loss_and_grad
+
+    found = batched_lbfgs(objective, torch.zeros(3, 6, dtype=torch.float64), 300, 1e-14)
+    assert state["overflowing"] == 0 and len(calls) > 40  # the search failed; the fit went on
+    assert torch.allclose(found, targets, atol=1e-6)
+
+
+def test_probe_fits_reach_the_minimum_with_constant_and_collinear_features():
+    """Features with constant columns (zero and not) and an exact linear dependence, the
+    labels overlapping (one finite minimum): the batched fit's loss equals a float64 reference
+    minimum (torch's L-BFGS run to its tolerances on the varying features alone), and the
+    constant features get no weight. One line search or a few steps stop far above it."""
+    from probing.probes import ProbeSettings, fit_probes, probe_loss_and_grad
+
+    features, labels = overlapping_classes(seed=5, rows=40, dim=6)
+    x = features.reshape(-1, 6)
+    x = torch.cat(
+        [x, x[:, :2].sum(1, keepdim=True), torch.zeros(len(x), 3), torch.full((len(x), 2), -0.18)], 1
+    )
+    y = torch.as_tensor(labels["a"].reshape(1, -1))
+    settings = ProbeSettings()
+
+    def loss_of(probes) -> float:
+        weight = torch.full((1, 1, len(x)), 1.0 / len(x))
+        return float(probe_loss_and_grad(probes, x, weight, y[:, None], settings.l2)[0])
+
+    probes = fit_probes(x, y, torch.tensor([CLASSES]), settings)
+    assert (probes.scale[0, 7:] == 0).all() and (probes.scale[0, :7] > 0).all()
+    varying = x[:, :7].double()
+    z = (varying - varying.mean(0)) / varying.std(0)
+    w = torch.zeros(7, CLASSES, dtype=torch.float64, requires_grad=True)
+    b = torch.zeros(CLASSES, dtype=torch.float64, requires_grad=True)
+    optimizer = torch.optim.LBFGS(
+        [w, b], max_iter=2000, tolerance_grad=1e-12, tolerance_change=1e-15, line_search_fn="strong_wolfe"
+    )
+
+    def closure():
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(z @ w + b, y[0]) + 0.5 * settings.l2 * w.square().sum()
+        loss.backward()
+        return loss
+
+    optimizer.step(closure)
+    minimum = float(closure().detach())
+    assert loss_of(probes) == pytest.approx(minimum, rel=1e-5, abs=1e-6)
+    early = fit_probes(x, y, torch.tensor([CLASSES]), ProbeSettings(max_iter=3))
+    assert loss_of(early) > minimum + 1e-3  # what the comparison would catch
