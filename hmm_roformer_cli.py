@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import NoReturn
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
+command: str | None = None  # the console script running now (`hmm-reproduce`), for usage lines
 
 
 def run_script(name: str) -> None:
@@ -32,8 +33,12 @@ def run_script(name: str) -> None:
             f"error: {path} is missing: the hmm-* commands run the scripts of the clone this package was "
             "installed from (pip install -e <clone>)."
         )
-    sys.argv[0] = str(path)
-    runpy.run_path(str(path), run_name="__main__")
+    global command
+    command, sys.argv[0] = Path(sys.argv[0]).name, str(path)  # usage lines name what was typed
+    try:
+        runpy.run_path(str(path), run_name="__main__")
+    finally:
+        command = None
 
 
 # One entry point per script of scripts/ (pyproject.toml's [project.scripts]).
@@ -58,9 +63,34 @@ def refuse(error: BaseException | str) -> int:
     return 2
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """The description as written (the scripts' docstrings), and every option's default after
+    its help where it has one (not None or False) and the help does not already say it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        help = action.help or ""
+        if (
+            not action.option_strings
+            or action.default is None
+            or action.default is False
+            or action.default == argparse.SUPPRESS
+            or "%(default)" in help
+            or "(default:" in help
+        ):
+            return help
+        return f"{help} (default: %(default)s)"
+
+
 class Parser(argparse.ArgumentParser):
     """`argparse.ArgumentParser` whose errors are one line (`error_line`), without the usage
-    lines: `--help` shows those."""
+    lines: `--help` shows those. Its `prog` is the command typed (`hmm-reproduce` through the
+    console scripts, `reproduce.py` for `python scripts/reproduce.py`), and its `--help` shows
+    each option's default (`HelpFormatter`)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("prog", command)
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, error_line(f"{message} ({self.prog} --help lists the options)") + "\n")

@@ -10,7 +10,6 @@ only a corpus folder this command wrote; any other folder is refused and left as
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -20,12 +19,17 @@ from hmm_roformer_cli import Parser, at_least, refuse  # the standard library on
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(description=__doc__)
     parser.add_argument(
         "--preset", default="small", help="corpus preset: tiny, small or paper (default: %(default)s)"
     )
     parser.add_argument("--out", required=True, help="folder to write (a Hub dataset repo)")
-    parser.add_argument("--num-proc", type=at_least(1), default=min(2, os.cpu_count() or 1))
+    parser.add_argument(
+        "--num-proc",
+        type=at_least(1),
+        default=min(2, os.cpu_count() or 1),
+        help="processes writing the rows; the bytes do not depend on it",
+    )
     parser.add_argument(
         "--table-rows", type=at_least(0), default=512, help="test rows in the Bayes table (0: none)"
     )

@@ -45,7 +45,7 @@ PROBE_OPTIONS = {  # ProbeConfig field -> (type on the command line, what it set
 
 def main(argv: list[str] | None = None) -> int:
     defaults = ProbeConfig()
-    parser = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(description=__doc__)
     parser.add_argument("--model", required=True, help="checkpoint folder or Hub model id")
     parser.add_argument(
         "--data", help="corpus preset, folder or Hub dataset id (default: the checkpoint's corpus)"

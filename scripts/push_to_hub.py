@@ -18,7 +18,6 @@ the test suite's `tests/hub_server.py`.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -26,7 +25,7 @@ from hmm_roformer_cli import Parser, refuse  # the standard library only
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(description=__doc__)
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--model", help="a model folder (scripts/train.py or scripts/reproduce.py)")
     what.add_argument(

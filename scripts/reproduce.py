@@ -1,6 +1,6 @@
 """Reproduce arXiv 2506.01919 end to end: corpus, training, Figure 1, probes, cards, REPORT.md.
 
-    python scripts/reproduce.py --preset small                    # 2 CPU cores: 5.5 min (Intel) to 12 min (AMD), results/small
+    python scripts/reproduce.py --preset small                    # 2 CPU cores (stage times: results/small/REPORT.md)
     python scripts/reproduce.py --preset paper --out runs/paper   # one GPU
     python scripts/reproduce.py --preset small --redo probe       # rerun the probes and what follows
     python scripts/reproduce.py --preset small --training.max_steps 2800 --out runs/small-longer
@@ -9,32 +9,36 @@ Any value of the preset's run config (configs/<preset>.yaml) is overridden with
 --section.field value (sections: corpus, data, model, training, run).
 
 A rerun of the same command skips every complete stage (corpus, train, evaluate, probe, memory,
-model, report) and redoes an interrupted one; training resumes from its last complete
+knockout, model, report) and redoes an interrupted one; training resumes from its last complete
 checkpoint. See modeling_hmmroformer/experiments/pipeline.py for the stages and
 modeling_hmmroformer/experiments/layout.py for the folder layout.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
 from hmm_roformer_cli import Parser, at_least, refuse  # the standard library only
 
+# A reproduction's stages in the order they run: the pipeline's (modeling_hmmroformer/experiments/
+# pipeline.py, whose import loads torch; --help must not). A test checks they are the same.
+STAGES = ("corpus", "train", "evaluate", "probe", "memory", "knockout", "model", "report")
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = Parser(
         description=__doc__,
         epilog="Any run config field: --section.field value (scripts/train.py --help and docs/fields.md list them).",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--preset", default="small", help="tiny, small or paper (default: %(default)s)")
     parser.add_argument("--out", help="reproduction folder (default: runs/reproduce-<preset>)")
     parser.add_argument(
         "--redo",
-        help="redo this stage and every later one (corpus, train, evaluate, probe, memory, model, report)",
+        choices=STAGES,
+        metavar="STAGE",
+        help="redo this stage and every later one: " + ", ".join(STAGES),
     )
     parser.add_argument(
         "--num-processes", type=at_least(1), default=1, help="GPUs to train on (data parallel)"

@@ -19,7 +19,6 @@ interrupted model resumes from its last complete checkpoint.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -31,7 +30,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = Parser(
         description=__doc__,
         epilog="Any run config field: --section.field value (scripts/train.py --help and docs/fields.md list them).",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--study",

@@ -11,7 +11,6 @@ fields are listed below and in docs/fields.md). See modeling_hmmroformer/experim
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -27,9 +26,7 @@ def fields_epilog() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = Parser(
-        description=__doc__, epilog=fields_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = Parser(description=__doc__, epilog=fields_epilog())
     parser.add_argument(
         "--config", help="run config, e.g. configs/small.yaml (or give it first, without --config)"
     )

@@ -212,7 +212,7 @@ def test_the_console_scripts_run_their_scripts_from_any_folder(tmp_path, monkeyp
     monkeypatch.setattr(sys, "argv", ["hmm-reproduce", "--help"])
     with pytest.raises(SystemExit) as exit_help:
         commands.reproduce()
-    assert exit_help.value.code == 0 and "usage: reproduce.py" in capsys.readouterr().out
+    assert exit_help.value.code == 0 and "usage: hmm-reproduce" in capsys.readouterr().out
     monkeypatch.setattr(sys, "argv", ["hmm-study", "--study", "nope"])
     with pytest.raises(SystemExit) as exit_bad:
         commands.study()
