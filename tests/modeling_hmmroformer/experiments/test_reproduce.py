@@ -2,6 +2,7 @@
 published folders used without the plugin."""
 
 import json
+import runpy
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -48,6 +49,21 @@ def test_a_reproduction_is_the_pipeline_of_one_model_in_its_own_folder(tmp_path)
     assert model.folder == tmp_path / "r" and (model.depth, model.seed) == (2, 0)  # configs/tiny.yaml's own
     assert model.run.output_dir == tmp_path / "r" / "training"
     assert model.run.data["source"] == str(tmp_path / "r" / "corpus")
+
+
+NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+
+
+def test_the_page_and_redo_list_the_pipelines_stages_in_order(tmp_path):
+    """docs/reproduce.md's stage table and count, and the stages `--redo` accepts (a literal in
+    scripts/reproduce.py, whose --help must not import the pipeline), are the pipeline's."""
+    stages = stage_names(tiny_reproduction(tmp_path / "r"))
+    page = (ROOT / "docs" / "reproduce.md").read_text()
+    table = page.split("| stage | what | writes |\n| --- | --- | --- |\n", 1)[1].split("\n\n", 1)[0]
+    assert [row.split("|")[1].strip().strip("`") for row in table.splitlines()] == stages
+    assert f"One command runs {NUMBER_WORDS[len(stages)]} stages" in page
+    script = runpy.run_path(str(ROOT / "scripts" / "reproduce.py"), run_name="reproduce_script")
+    assert list(script["STAGES"]) == stages
 
 
 def test_the_report_shows_every_figure_and_every_number_next_to_bayes(reproduced_tiny):
