@@ -15,11 +15,13 @@ import json
 import math
 import os
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors import SafetensorError, safe_open
 from transformers import Trainer, TrainerCallback, TrainingArguments, set_seed
 from transformers.trainer_callback import ExportableState
 from transformers.utils import logging
@@ -283,15 +285,42 @@ def checkpoints(output_dir: Path) -> list[Path]:
     return sorted(found, key=checkpoint_step)
 
 
+def checkpoint_damage(folder: Path) -> str | None:
+    """Why a complete checkpoint's weights or optimizer state cannot be read back (a file cut
+    short by a full disk or a copy stopped half-way), or None: safetensors' header must cover
+    the file, and optimizer.pt must end as the zip archive torch saves."""
+    try:
+        with safe_open(str(folder / "model.safetensors"), framework="pt"):
+            pass
+    except (SafetensorError, OSError) as error:
+        return f"its model.safetensors cannot be read ({' '.join(str(error).split())})"
+    optimizer = folder / "optimizer.pt"
+    if optimizer.exists() and not zipfile.is_zipfile(optimizer):
+        return "its optimizer.pt is cut short or damaged"
+    return None
+
+
 def resume_checkpoint(output_dir: Path) -> Path:
-    """The newest complete checkpoint of a run; a clear error when there is none."""
+    """The newest complete checkpoint of a run whose files can be read (an older one, with a
+    warning, when the newest is damaged); a clear error when there is none."""
     complete = [p for p in checkpoints(output_dir) if is_complete_checkpoint(p)]
-    if not complete:
+    damaged = []
+    for folder in reversed(complete):
+        damage = checkpoint_damage(folder)
+        if damage is None:
+            if damaged:
+                logger.warning(f"{'; '.join(damaged)}: resuming from {folder.name} instead")
+            return folder
+        damaged.append(f"{folder.name} is damaged: {damage}")
+    if damaged:
         raise ValueError(
-            f"--resume: no complete checkpoint in {output_dir} (a complete one holds config.json, "
-            f"model.safetensors, trainer_state.json and {layout.RUN_CONFIG_YAML}). Start the run without --resume."
+            f"--resume: every complete checkpoint in {output_dir} is damaged ({'; '.join(damaged)}). "
+            "Start the run again without --resume, into another --training.output_dir."
         )
-    return complete[-1]
+    raise ValueError(
+        f"--resume: no complete checkpoint in {output_dir} (a complete one holds config.json, "
+        f"model.safetensors, trainer_state.json and {layout.RUN_CONFIG_YAML}). Start the run without --resume."
+    )
 
 
 # ---- the run ----------------------------------------------------------------------------------

@@ -277,6 +277,27 @@ def _losses(run_dir: Path) -> dict[int, float]:
     return {entry["step"]: entry["loss"] for entry in state["log_history"] if "loss" in entry}
 
 
+def test_a_damaged_checkpoint_is_skipped_when_resuming(trained, tmp_path, monkeypatch):
+    """A checkpoint whose weights or optimizer state were cut short (a full disk, a copy stopped
+    half-way) is not resumed from: the next older whole one is, with a warning; with none left,
+    one ValueError line."""
+    out = tmp_path / "run"
+    for name in ("checkpoint-10", "checkpoint-20"):
+        shutil.copytree(trained[0] / name, out / name)
+    warnings = []
+    monkeypatch.setattr(training.logger, "warning", warnings.append)
+    assert training.resume_checkpoint(out) == out / "checkpoint-20" and not warnings
+    weights = out / "checkpoint-20" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    assert training.resume_checkpoint(out) == out / "checkpoint-10"
+    assert len(warnings) == 1 and "checkpoint-20 is damaged" in warnings[0]
+    optimizer = out / "checkpoint-10" / "optimizer.pt"
+    optimizer.write_bytes(optimizer.read_bytes()[:-100])
+    with pytest.raises(ValueError, match="every complete checkpoint .* is damaged") as refused:
+        training.resume_checkpoint(out)
+    assert "\n" not in str(refused.value) and "optimizer.pt" in str(refused.value)
+
+
 def test_a_killed_run_resumes_where_it_stopped_with_the_same_data_order(trained, tmp_path):
     out = tmp_path / "run"
     base = launch_tiny(out)
