@@ -49,6 +49,7 @@ generate = functools.partial(run_script, "generate")
 figure1 = functools.partial(run_script, "figure1")
 probe = functools.partial(run_script, "probe")
 push_to_hub = functools.partial(run_script, "push_to_hub")
+lemma1 = functools.partial(run_script, "lemma1")
 
 
 # ---- what every script shares: one line on stderr and exit status 2 for bad input --------------
