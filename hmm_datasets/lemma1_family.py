@@ -328,9 +328,7 @@ def measure_member(
     return {name: decay_record(tv[name], memories, first, seed) for name in ("known", "mixture")}
 
 
-def level_summary(
-    levels: np.ndarray, gamma: np.ndarray, records: list[dict], variant: str, rank: int
-) -> list[dict]:
+def level_summary(levels: np.ndarray, gamma: np.ndarray, records: list[dict], variant: str) -> list[dict]:
     """Per level: its γ, the median rate over its members with a 95% bootstrap interval (the
     median of the members' bootstrap rates, replicate by replicate), the smallest and largest
     rate, the median R², the bound's rate γ⁴ (C = 1) and the median rate over it."""
@@ -419,7 +417,7 @@ def measure_family(
             if r[variant]["fit"]["rate"]
         ]
         result[variant] = {
-            "levels": level_summary(hmms.level, hmms.observability, records, variant, hmms.rank),
+            "levels": level_summary(hmms.level, hmms.observability, records, variant),
             "rate_gamma_spearman": rank_correlation([g for g, _ in fitted], [r for _, r in fitted]),
             "bound_holds_for_all": all(m[variant]["bound_holds"] for m in result["members"]),
         }
