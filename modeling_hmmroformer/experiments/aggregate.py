@@ -20,6 +20,7 @@ from hmm_datasets.corpus import open_corpus
 
 from . import layout
 from .claims import CLAIMS, claim_effects, layer_one, profiles
+from .memory import memory_equivalent_text, recorded_memory_equivalent
 from .settings import RunConfig, Settings, config_for_corpus
 from .verdicts import across_seeds, decide
 
@@ -156,14 +157,17 @@ def layer_one_row(records: list[dict]) -> dict:
     }
 
 
-def memory_row(depth: int, records: list[dict]) -> dict:
-    """One depth's fixed-memory behaviour across seeds (`memory.model_memory`)."""
+def memory_row(depth: int, records: list[dict], lemma1: dict | None) -> dict:
+    """One depth's memory across seeds (`memory.memory_equivalent`; for a record written before
+    it, from `lemma1`'s curve on the same rows): per seed the text, the interpolated L across
+    seeds (seeds beyond the grid left out, counted in `beyond_grid`), and the TV to full Bayes."""
     memories = [r["memory"] for r in records]
-    at_best = [m["tv_full_vs_bayes_memory"][m["memories"].index(m["best_memory"])] for m in memories]
+    equivalents = [recorded_memory_equivalent(m, lemma1) for m in memories]
     return {
         "depth": depth,
-        "best": [m["best_memory"] for m in memories],
-        "tv_at_best": across_seeds(at_best),
+        "equivalent": [memory_equivalent_text(e) for e in equivalents],
+        "interpolated": across_seeds([None if e is None else e["interpolated"] for e in equivalents]),
+        "beyond_grid": sum(e is not None and e["memory"] is None for e in equivalents),
         "tv_full_bayes": across_seeds([m["full_vs_bayes"]["tv"] for m in memories]),
     }
 
@@ -228,6 +232,7 @@ def summarize_study(
     `records` are `model_record`s in the order of the grid; `run` is the study's run config.
     """
     corpus = open_corpus(str(corpus_folder))
+    lemma1 = _read(lemma1_folder / layout.LEMMA1_JSON)
     depths = []
     for depth in dict.fromkeys(r["depth"] for r in records):  # in the order of the grid
         mine = [r for r in records if r["depth"] == depth]
@@ -242,7 +247,7 @@ def summarize_study(
                 "kl_by_test_position": kl_by_test_position(mine),
                 "verdicts": verdict_rows(mine),
                 "layer_one": layer_one_row(mine),
-                "memory": memory_row(depth, mine),
+                "memory": memory_row(depth, mine, lemma1),
                 "seconds": time_row(mine),
             }
         )
@@ -259,7 +264,7 @@ def summarize_study(
         },
         "depths": depths,
         "verdict_table": verdict_table(depths),
-        "lemma1": _read(lemma1_folder / layout.LEMMA1_JSON),
+        "lemma1": lemma1,
         "models": records,
         "figures": {**layout.STUDY_FIGURES, "lemma1": f"{layout.LEMMA1}/{layout.LEMMA1_PNG}"},
     }

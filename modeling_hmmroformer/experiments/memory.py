@@ -1,15 +1,25 @@
-"""Which fixed-memory predictor does the trained model behave like? Lemma 1, for the model.
+"""How long a memory does the trained model's prediction match? Lemma 1, for the model.
 
 The model reads each row whole, as in training, and is compared at every position i whose
 next token is an observation with the memory-L Bayes predictor (`hmm_datasets.memory`), which
 conditions on tokens i-L+1..i only. Per L, over those positions:
 
 - `tv_full_vs_bayes_memory`, `agreement_full_vs_bayes_memory`: the model against the memory-L
-  Bayes predictor; `best_memory` is the L where that TV is smallest, "the fixed-memory
-  predictor the model behaves like".
+  Bayes predictor.
 
 `full_vs_bayes` and `full_vs_oracle` compare the model with the full Bayes-optimal predictor
 and the oracle once. Distances are total variation over the V + 1 tokens.
+
+`memory_equivalent` is the model's memory: the shortest L whose memory-L Bayes predictor is as
+close to the full Bayes predictor as the model is, TV(memory-L Bayes, full) <= TV(model, full),
+both mean TVs over the same positions: "the model predicts as well as a Bayes predictor that
+remembers L tokens". The grid of memories is doubled past its top until such an L is found,
+while the doubled memory is shorter than the row (a window as long as the row is the full
+predictor); between the last memory above and the first at or below the model, integer memories
+are bisected, so `memory` is the integer L (TV(memory-L, full) falls with L). `interpolated`
+places the model between L - 1 and L with log TV linear in L (Lemma 1's exponential decay), and
+`interval` is its 95% bootstrap interval over rows on the memories evaluated. None of both
+where even the longest memory searched is further from the full predictor than the model.
 
 The model itself is not cut to its last L tokens: a window that starts inside a row is an input
 it never saw in training (rows start at a segment start, at position 0), so what a cut model
@@ -29,6 +39,7 @@ import torch
 
 from hmm_datasets import BayesOptimalPredictor, HMMParams
 from hmm_datasets.memory import (
+    BOOTSTRAP_RESAMPLES,
     FIT_FLOOR,
     LOW_RANK,
     check_memories,
@@ -74,6 +85,129 @@ def _check_vocab(model, vocab_size: int) -> None:
         )
 
 
+SAME_TV = 1e-9  # relative: a memory-L TV this close to the model's is as close (rounding)
+
+
+def memory_crossing(memories, tv_memory, tv_model) -> tuple[np.ndarray, np.ndarray]:
+    """The shortest memory as close to the full predictor as the model, and its interpolation.
+
+    memories `[M]` ascending; tv_memory `[R, M]` (or `[M]`): mean TV(memory-L Bayes, full Bayes);
+    tv_model `[R]` (or a number): mean TV(model, full Bayes). Returns `first [R]`, the index of
+    the first memory with tv_memory <= tv_model (M where none is), and `interpolated [R]`: L
+    between that memory and the one before, log TV linear in L (the first memory itself at the
+    grid's start, inf where none is).
+    """
+    memories = np.asarray(memories, dtype=float)
+    tv_memory = np.atleast_2d(np.asarray(tv_memory, dtype=float))
+    tv_model = np.broadcast_to(np.asarray(tv_model, dtype=float), tv_memory.shape[:1])
+    within = tv_memory <= tv_model[:, None] * (1 + SAME_TV)
+    first = np.where(within.any(1), within.argmax(1), len(memories))
+    interpolated = np.full(len(first), np.inf)
+    interpolated[first == 0] = memories[0]
+    rows = np.flatnonzero((first > 0) & (first < len(memories)))
+    j = first[rows]
+    log = lambda x: np.log(np.maximum(x, FIT_FLOOR))  # noqa: E731  (exact zeros: the rounding floor)
+    above, below, target = log(tv_memory[rows, j - 1]), log(tv_memory[rows, j]), log(tv_model[rows])
+    span = above - below
+    share = np.clip(np.divide(above - target, span, out=np.ones_like(span), where=span > 0), 0, 1)
+    interpolated[rows] = memories[j - 1] + share * (memories[j] - memories[j - 1])
+    return first, interpolated
+
+
+def memory_equivalent_from_curve(memories, tv_memory, tv_model: float) -> dict:
+    """`memory_equivalent` (module docstring) from mean TVs alone: memories `[M]`, tv_memory `[M]`
+    TV(memory-L Bayes, full), tv_model TV(model, full); no interval, no bisection (a record
+    written before the statistic, read with Lemma 1's curve on the same rows)."""
+    first, interpolated = memory_crossing(memories, tv_memory, tv_model)
+    found = int(first[0]) < len(memories)
+    return {
+        "memory": int(memories[int(first[0])]) if found else None,
+        "bisected": False,
+        "interpolated": float(interpolated[0]) if found else None,
+        "interval": [None, None],
+        "longest_searched": int(max(memories)),
+        "tv_model_vs_full": float(tv_model),
+        "memories": [int(m) for m in memories],
+        "tv_bayes_memory_vs_full": [float(v) for v in tv_memory],
+    }
+
+
+def memory_equivalent(
+    params: HMMParams, ids, scored, model_full, bayes_full, memories, *, seed: int = 0
+) -> dict:
+    """The model's memory (module docstring): ids `[B, L]`, scored `[B, L-1]`, model_full and
+    bayes_full `[B, L, V+1]`, memories the grid. Returns `memory`, `bisected` (True),
+    `interpolated`, `interval` (bootstrap over rows, `BOOTSTRAP_RESAMPLES` times),
+    `longest_searched`, `tv_model_vs_full`, and every memory evaluated with its
+    `tv_bayes_memory_vs_full`."""
+    per_row: dict[int, torch.Tensor] = {}  # L -> [B, L-1] TV(memory-L Bayes, full)
+
+    def evaluate(memory: int) -> float:
+        if memory not in per_row:
+            probs = memory_bayes_probs(params, ids, [memory])[memory]
+            per_row[memory] = total_variation(probs, bayes_full)
+        return masked_mean(per_row[memory], scored)
+
+    model_tv = total_variation(model_full, bayes_full)
+    target = masked_mean(model_tv, scored) * (1 + SAME_TV)
+    grid = sorted(memories)
+    curve = [evaluate(memory) for memory in grid]
+    while min(curve) > target and 2 * grid[-1] < ids.shape[1] - 1:  # longer: as long as the row
+        grid.append(2 * grid[-1])
+        curve.append(evaluate(grid[-1]))
+    first = next((j for j, tv in enumerate(curve) if tv <= target), None)
+    if first:  # bisect the integer memories between the last above and the first at or below
+        low, high = grid[first - 1], grid[first]
+        while high - low > 1:
+            middle = (low + high) // 2
+            low, high = (low, middle) if evaluate(middle) <= target else (middle, high)
+    evaluated = sorted(per_row)
+    counts = scored.sum(1).double().numpy()
+    sums = np.stack([torch.where(scored, per_row[m], 0.0).sum(1).numpy() for m in evaluated], 1)  # [B, M]
+    model_sums = torch.where(scored, model_tv.double(), 0.0).sum(1).numpy()
+    picks = np.random.default_rng(seed).integers(0, len(counts), size=(BOOTSTRAP_RESAMPLES, len(counts)))
+    total = np.maximum(counts[picks].sum(1), 1)
+    _, resampled = memory_crossing(
+        evaluated, sums[picks].sum(1) / total[:, None], model_sums[picks].sum(1) / total
+    )
+    low, high = np.quantile(resampled, [0.025, 0.975], method="inverted_cdf")
+    result = memory_equivalent_from_curve(
+        evaluated, [masked_mean(per_row[m], scored) for m in evaluated], target / (1 + SAME_TV)
+    )
+    result["interval"] = [float(v) if np.isfinite(v) else None for v in (low, high)]
+    result["bisected"] = True
+    return result
+
+
+def memory_of_predictions(
+    model_full, params: HMMParams, input_ids, task_ids, memories: Sequence[int]
+) -> dict:
+    """`model_memory` of a model's predictions `model_full [B, L, V+1]` on rows `input_ids [B, L]`."""
+    memories = check_memories(memories)
+    bayes = BayesOptimalPredictor(params, device="cpu", dtype=torch.float64)
+    bayes_full = bayes.next_token_probs(input_ids)  # validates the ids
+    oracle_full = bayes.oracle_next_token_probs(input_ids, task_ids)  # validates the tasks
+    ids = torch.as_tensor(input_ids if torch.is_tensor(input_ids) else np.asarray(input_ids)).long().cpu()
+    scored = scored_positions(ids, bayes.delimiter)
+    model_full = torch.as_tensor(model_full).double().cpu()
+    bayes_memory = memory_bayes_probs(params, ids, memories)
+    curves: dict[str, list[float]] = {}
+    for memory in memories:
+        values = memory_scores(model_full, bayes_memory[memory], ids, scored)
+        values["share_reaching_row_start"] = share_reaching_row_start(scored, memory)
+        for key, value in values.items():
+            curves.setdefault(key, []).append(value)
+    return {
+        "memories": memories,
+        "num_rows": int(ids.shape[0]),
+        "num_positions": int(scored.sum()),
+        **curves,
+        "full_vs_bayes": compare(model_full, bayes_full, ids, scored),
+        "full_vs_oracle": compare(model_full, oracle_full, ids, scored),
+        "memory_equivalent": memory_equivalent(params, ids, scored, model_full, bayes_full, memories),
+    }
+
+
 @torch.no_grad()
 def model_memory(
     model,
@@ -90,47 +224,72 @@ def model_memory(
     rows go through the model `batch_size` at a time, on its device, in eval mode. Returns
     `memories`, `num_rows`, `num_positions`, per memory `share_reaching_row_start`,
     `tv_full_vs_bayes_memory` and `agreement_full_vs_bayes_memory`, and `full_vs_bayes`,
-    `full_vs_oracle` (`tv`, `agreement`) and `best_memory`.
+    `full_vs_oracle` (`tv`, `agreement`) and `memory_equivalent` (`memory_equivalent`).
     """
     memories = check_memories(memories)
     _check_vocab(model, params.vocab_size)
-    bayes = BayesOptimalPredictor(params, device="cpu", dtype=torch.float64)
-    bayes_full = bayes.next_token_probs(input_ids)  # validates the ids
-    oracle_full = bayes.oracle_next_token_probs(input_ids, task_ids)  # validates the tasks
     ids = torch.as_tensor(input_ids if torch.is_tensor(input_ids) else np.asarray(input_ids)).long().cpu()
-    scored = scored_positions(ids, bayes.delimiter)
     model_full = model_next_token_probs(model, ids, params.vocab_size + 1, batch_size)
-    bayes_memory = memory_bayes_probs(params, ids, memories)
-    curves: dict[str, list[float]] = {}
-    for memory in memories:
-        values = memory_scores(model_full, bayes_memory[memory], ids, scored)
-        values["share_reaching_row_start"] = share_reaching_row_start(scored, memory)
-        for key, value in values.items():
-            curves.setdefault(key, []).append(value)
-    return {
-        "memories": memories,
-        "num_rows": int(ids.shape[0]),
-        "num_positions": int(scored.sum()),
-        **curves,
-        "full_vs_bayes": compare(model_full, bayes_full, ids, scored),
-        "full_vs_oracle": compare(model_full, oracle_full, ids, scored),
-        "best_memory": memories[int(np.nanargmin(curves["tv_full_vs_bayes_memory"]))],
-    }
+    return memory_of_predictions(model_full, params, ids, task_ids, memories)
+
+
+def recorded_memory_equivalent(model_memory: dict, lemma1: dict | None) -> dict | None:
+    """A `memory.json`'s `memory_equivalent`; for one written before it, the same from the grid
+    of Lemma 1's mixture curve on the same rows (`memory_equivalent_from_curve`, no interval),
+    None where there is none on the model's grid."""
+    if "memory_equivalent" in model_memory:
+        return model_memory["memory_equivalent"]
+    if lemma1 is None or lemma1["memories"] != model_memory["memories"]:
+        return None
+    return memory_equivalent_from_curve(
+        lemma1["memories"], lemma1["mixture"]["tv"], model_memory["full_vs_bayes"]["tv"]
+    )
+
+
+def memory_equivalent_text(equivalent: dict | None) -> str:
+    """ "L (interpolated, 95% [low, high])"; "interpolated (in before..L)" from grid memories only
+    (not bisected); "<= L" at the grid's first memory; "> longest searched"; "n/a" without one."""
+    if equivalent is None:
+        return "n/a"
+    longest = equivalent["longest_searched"]
+    if equivalent["memory"] is None:
+        return f"> {longest}"
+    if equivalent["memory"] == equivalent["memories"][0]:
+        return f"<= {equivalent['memory']}"
+    if not equivalent.get("bisected", False):  # grid memories only: L lies between two of them
+        before = equivalent["memories"][equivalent["memories"].index(equivalent["memory"]) - 1]
+        return f"{equivalent['interpolated']:.1f} (in {before}..{equivalent['memory']})"
+    low, high = equivalent["interval"]
+    interval = (
+        "" if low is None else f", 95% [{low:.1f}, {f'> {longest}' if high is None else f'{high:.1f}'}]"
+    )
+    return f"{equivalent['memory']} ({equivalent['interpolated']:.1f}{interval})"
 
 
 def plot_model_memory(result: dict, path: str | Path) -> Path:
-    """Per memory L: the model's TV to the memory-L Bayes predictor, with its TV to the full one
-    as a line."""
+    """Per memory L: the memory-L Bayes predictor's TV to the full one (every memory evaluated)
+    and the model's TV to the memory-L Bayes predictor, with the model's TV to the full one as a
+    line and its memory (`memory_equivalent`) where that line meets the first curve."""
     plt = pyplot()
-    memories = result["memories"]
+    equivalent = result["memory_equivalent"]
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
-    ax.plot(memories, result["tv_full_vs_bayes_memory"], "o-", label="TV(model, memory-L Bayes)")
+    tv = np.asarray(equivalent["tv_bayes_memory_vs_full"])
+    shown = tv > FIT_FLOOR  # a log axis cannot show exact zeros
+    ax.plot(
+        np.asarray(equivalent["memories"])[shown], tv[shown], "o-", label="TV(memory-L Bayes, full Bayes)"
+    )
+    ax.plot(result["memories"], result["tv_full_vs_bayes_memory"], "s-", label="TV(model, memory-L Bayes)")
     ax.axhline(result["full_vs_bayes"]["tv"], color="grey", ls="--", label="TV(model, full Bayes)")
+    if equivalent["interpolated"] is not None:
+        ax.axvline(equivalent["interpolated"], color="grey", ls=":")
     ax.set_xscale("log", base=2)
-    ax.set_xticks(memories, [str(m) for m in memories])
+    ax.set_yscale("log")
+    ax.set_xticks(result["memories"], [str(m) for m in result["memories"]])
     ax.set_xlabel("memory L (tokens)")
     ax.set_ylabel("mean total variation")
-    ax.set_title(f"the model's memory: closest memory-L Bayes at L = {result['best_memory']}")
+    found = equivalent["memory"]
+    memory = f"> {equivalent['longest_searched']}" if found is None else f"{equivalent['interpolated']:.1f}"
+    ax.set_title(f"the model predicts as well as memory-L Bayes at L = {memory}", fontsize=9)
     ax.legend(fontsize=8)
     return save_figure(fig, path)
 

@@ -24,6 +24,7 @@ from probing.run import summarize_probe_results
 
 from . import layout
 from .claims import CLAIMS, claim_effects, probe_curve, profiles
+from .memory import memory_equivalent_text, recorded_memory_equivalent
 from .verdicts import decide
 
 
@@ -219,7 +220,8 @@ def summarize_model_folder(folder: str | os.PathLike) -> dict:
 
 
 def summarize_memory(lemma1: dict | None, model_memory: dict | None) -> dict | None:
-    """Lemma 1 on the corpus and the model's own memory (`memory/`), with the fitted rates as text."""
+    """Lemma 1 on the corpus and the model's own memory (`memory/`), with the fitted rates and the
+    model's memory (`memory.memory_equivalent`) as text."""
     if lemma1 is None or model_memory is None:
         return None
 
@@ -232,6 +234,7 @@ def summarize_memory(lemma1: dict | None, model_memory: dict | None) -> dict | N
         "model": model_memory,
         "mixture_rate": rate("mixture"),
         "oracle_rate": rate("oracle"),
+        "equivalent_text": memory_equivalent_text(recorded_memory_equivalent(model_memory, lemma1)),
     }
 
 

@@ -2,13 +2,20 @@
 
 import json
 
+import numpy as np
 import pytest
 import torch
 
-from hmm_datasets import SamplingTables, generate_rows, get_preset, sample_hmm_params
-from hmm_datasets.memory import lemma1
+from hmm_datasets import BayesOptimalPredictor, SamplingTables, generate_rows, get_preset, sample_hmm_params
+from hmm_datasets.memory import lemma1, memory_bayes_probs
 from modeling_hmmroformer import HMMRoFormerConfig, HMMRoFormerForCausalLM
-from modeling_hmmroformer.experiments.memory import model_memory, plot_lemma1
+from modeling_hmmroformer.experiments.memory import (
+    memory_crossing,
+    memory_of_predictions,
+    model_memory,
+    plot_lemma1,
+    plot_model_memory,
+)
 
 TINY_SIZES = {
     "hidden_size": 32,
@@ -60,9 +67,67 @@ def test_keys_and_lengths_and_strict_json(tiny):
         assert len(result[key]) == len(memories), key
     assert result["memories"] == memories and result["num_rows"] == 6
     assert set(result["full_vs_bayes"]) == set(result["full_vs_oracle"]) == {"tv", "agreement"}
-    best = result["memories"].index(result["best_memory"])
-    assert result["tv_full_vs_bayes_memory"][best] == min(result["tv_full_vs_bayes_memory"])
+    equivalent = result["memory_equivalent"]
+    assert len(equivalent["memories"]) == len(equivalent["tv_bayes_memory_vs_full"])
+    assert equivalent["tv_model_vs_full"] == result["full_vs_bayes"]["tv"]
     json.dumps(result, allow_nan=False)
+
+
+@pytest.fixture(scope="module")
+def rows64():
+    config = get_preset("tiny")
+    params = sample_hmm_params(config)
+    rows = generate_rows(config, SamplingTables.from_params(params), "test", 0, 64)
+    return params, torch.as_tensor(np.asarray(rows["input_ids"])), rows["task_id"]
+
+
+@pytest.mark.parametrize("memory", [3, 6])
+def test_a_model_that_is_memory_L_bayes_has_memory_L(rows64, memory):
+    # the grid skips L: the grid is bisected down to it
+    params, ids, tasks = rows64
+    probs = memory_bayes_probs(params, ids, [memory])[memory]
+    equivalent = memory_of_predictions(probs, params, ids, tasks, [1, 2, 4, 8])["memory_equivalent"]
+    assert equivalent["memory"] == memory
+    assert equivalent["interpolated"] == pytest.approx(memory)
+    assert memory in equivalent["memories"] and memory - 1 in equivalent["memories"]
+
+
+def test_a_model_further_from_bayes_than_every_memory_of_the_grid_extends_it(rows64):
+    # memory 24 Bayes as the model, a grid that stops at 4: the grid is doubled to 32, then bisected
+    params, ids, tasks = rows64
+    probs = memory_bayes_probs(params, ids, [24])[24]
+    equivalent = memory_of_predictions(probs, params, ids, tasks, [1, 2, 4])["memory_equivalent"]
+    assert equivalent["memory"] == 24 and {8, 16, 32} <= set(equivalent["memories"])
+
+
+def test_the_full_bayes_predictor_exceeds_the_grid(rows64, tmp_path):
+    params, ids, tasks = rows64
+    full = BayesOptimalPredictor(params, device="cpu", dtype=torch.float64).next_token_probs(ids)
+    result = memory_of_predictions(full, params, ids, tasks, [1, 2, 4, 8])
+    equivalent = result["memory_equivalent"]
+    # rows of 52 tokens: 16 and 32 are searched, 64 would be the whole row (the full predictor)
+    assert equivalent["memory"] is None and equivalent["interpolated"] is None
+    assert equivalent["longest_searched"] == 32 and equivalent["interval"][1] is None
+    json.dumps(result, allow_nan=False)
+    assert plot_model_memory(result, tmp_path / "memory.png").stat().st_size > 10_000
+
+
+def test_an_untrained_model_is_no_better_than_memory_one(tiny):
+    equivalent = run(tiny_model(), tiny, [1, 2, 4])["memory_equivalent"]
+    assert equivalent["memory"] == 1 and equivalent["interpolated"] == 1.0
+
+
+def test_the_interpolation_is_monotone_and_log_linear():
+    memories = [1, 2, 4, 8, 16]
+    curve = [0.3, 0.1, 0.02, 1e-3, 1e-6]
+    targets = np.geomspace(0.5, 1e-7, 400)
+    first, interpolated = memory_crossing(memories, np.tile(curve, (len(targets), 1)), targets)
+    assert np.all(interpolated[1:] >= interpolated[:-1]) and np.all(np.diff(first) >= 0)
+    assert interpolated[0] == 1 and np.isinf(interpolated[-1])
+    # at a grid point exactly that memory; between, log TV linear in L
+    _, at = memory_crossing(memories, curve, 0.02)
+    _, between = memory_crossing(memories, curve, np.sqrt(0.02 * 1e-3))
+    assert at[0] == 4 and between[0] == pytest.approx(6)
 
 
 def test_a_memory_as_long_as_the_row_is_the_full_bayes_predictor(tiny):

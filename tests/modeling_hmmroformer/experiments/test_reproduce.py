@@ -16,6 +16,7 @@ from huggingface_hub import ModelCard
 import hmm_datasets
 from modeling_hmmroformer.experiments import pipeline as pipeline_module
 from modeling_hmmroformer.experiments.claims import CLAIMS
+from modeling_hmmroformer.experiments.memory import memory_equivalent_text
 from modeling_hmmroformer.experiments.pipeline import make_pipeline, read_state, run_pipeline, stage_names
 from modeling_hmmroformer.experiments.settings import PRESETS, REPRODUCTIONS, get_settings
 from probing import capture_hidden_states, load_hmm_roformer, sample_positions
@@ -103,7 +104,7 @@ def test_the_report_shows_every_figure_and_every_number_next_to_bayes(reproduced
     assert lemma1["memories"] == memory["memories"] == list(PRESETS["tiny"].memories)
     bayes_row = next(line for line in report.splitlines() if line.startswith("| Bayes, memory L vs full |"))
     assert bayes_row.split("|")[2:-1] == [f" {v:.2e} " for v in lemma1["mixture"]["tv"]]
-    assert f"has L = {memory['best_memory']}." in report
+    assert f"has L = {memory_equivalent_text(memory['memory_equivalent'])}\n" in report
     for stage in STAGES[:-1]:
         assert f"| {stage} | " in report
     assert set(results["stage_seconds"]) == set(STAGES) - {"report"}
