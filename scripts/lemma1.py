@@ -1,7 +1,7 @@
 """Lemma 1 on a family of HMMs built to test it: memory decay against observability.
 
     python scripts/lemma1.py --out results/lemma1
-    python scripts/lemma1.py --out /tmp/lemma1-rank2 --rank 2
+    python scripts/lemma1.py --out results/lemma1/rank2 --rank 2
 
 Builds the family (`hmm_datasets.lemma1_family`: γ levels by emission rows mixed toward one
 shared row, slow-mixing transitions, stationary start), measures the TV of the memory-L
