@@ -180,12 +180,14 @@ def memory_equivalent(
 
 
 def memory_of_predictions(
-    model_full, params: HMMParams, input_ids, task_ids, memories: Sequence[int]
+    model_full, params: HMMParams, input_ids, task_ids, memories: Sequence[int], *, bayes_full=None
 ) -> dict:
-    """`model_memory` of a model's predictions `model_full [B, L, V+1]` on rows `input_ids [B, L]`."""
+    """`model_memory` of a model's predictions `model_full [B, L, V+1]` on rows `input_ids [B, L]`
+    (`bayes_full`: the full Bayes predictor's `[B, L, V+1]` on them, if already computed)."""
     memories = check_memories(memories)
     bayes = BayesOptimalPredictor(params, device="cpu", dtype=torch.float64)
-    bayes_full = bayes.next_token_probs(input_ids)  # validates the ids
+    if bayes_full is None:
+        bayes_full = bayes.next_token_probs(input_ids)  # validates the ids
     oracle_full = bayes.oracle_next_token_probs(input_ids, task_ids)  # validates the tasks
     ids = torch.as_tensor(input_ids if torch.is_tensor(input_ids) else np.asarray(input_ids)).long().cpu()
     scored = scored_positions(ids, bayes.delimiter)
@@ -228,9 +230,11 @@ def model_memory(
     """
     memories = check_memories(memories)
     _check_vocab(model, params.vocab_size)
+    bayes = BayesOptimalPredictor(params, device="cpu", dtype=torch.float64)
+    bayes_full = bayes.next_token_probs(input_ids)  # validates the ids before the model runs
     ids = torch.as_tensor(input_ids if torch.is_tensor(input_ids) else np.asarray(input_ids)).long().cpu()
     model_full = model_next_token_probs(model, ids, params.vocab_size + 1, batch_size)
-    return memory_of_predictions(model_full, params, ids, task_ids, memories)
+    return memory_of_predictions(model_full, params, ids, task_ids, memories, bayes_full=bayes_full)
 
 
 def recorded_memory_equivalent(model_memory: dict, lemma1: dict | None) -> dict | None:
