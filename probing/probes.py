@@ -282,9 +282,7 @@ def batched_lbfgs(
         direction[uphill], slope[uphill] = -grad[uphill], -(grad[uphill] ** 2).sum(1)
         fresh = fresh | uphill
         step_size = torch.where(fresh, (1.0 / grad.abs().sum(1)).clamp(max=1.0), 1.0)
-        new_x, new_loss, new_grad, decreased = backtrack(
-            loss_and_grad, x, loss, grad, direction, slope, step_size
-        )
+        new_x, new_loss, new_grad, decreased = backtrack(loss_and_grad, x, loss, direction, slope, step_size)
         step, change = new_x - x, new_grad - grad
         curvature = (step * change).sum(1)
         keep = decreased & (curvature > 1e-10)
@@ -329,7 +327,7 @@ def lbfgs_direction(grad, steps, changes, rho, scale, iteration: int) -> torch.T
     return direction
 
 
-def backtrack(loss_and_grad, x, loss, grad, direction, slope, step_size, halvings: int = 30):
+def backtrack(loss_and_grad, x, loss, direction, slope, step_size, halvings: int = 30):
     """Backtracking Armijo line search per row from `step_size [b]` along `direction [b, P]`
     (`slope` = grad . direction < 0): `(new_x, new_loss, new_grad, decreased [b])`, where a
     row whose step never decreased its loss enough after `halvings` halvings has
