@@ -30,19 +30,23 @@ predictor: those positions are not scored; every L is scored on the same positio
 i ≥ max(memories). log TV is fitted against L (`memory.fit_exponential_decay`, TV at or below
 `memory.FIT_FLOOR` left out), with a bootstrap interval of the rate over rows.
 
-Everything is float64 numpy. Shapes: K members, S states, V tokens, B rows, N positions,
+The filters are the project's own (`BayesOptimalPredictor` in float64, `family_predictor`);
+the rest is float64 numpy. Shapes: K members, S states, V tokens, B rows, N positions,
 M memories.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
+import torch
 
-from .memory import FIT_FLOOR, check_memories, fit_exponential_decay, rank_correlation
+from .bayes import BayesOptimalPredictor
+from .memory import FIT_FLOOR, check_memories, fit_exponential_decay, rank_correlation, total_variation
 from .observability import observability_coefficient
+from .params import HMMParams
 
 BOOTSTRAP_RESAMPLES = 200
 
@@ -99,7 +103,6 @@ class FamilyHMMs:
     observability: np.ndarray
     second_eigenvalue: np.ndarray
     rank: int
-    extra: dict = field(default_factory=dict)
 
     @property
     def num_members(self) -> int:
@@ -196,84 +199,35 @@ def sample_sequences(
 
 
 # ---- the filters ------------------------------------------------------------------------------
-def condition(prior: np.ndarray, emissions: np.ndarray, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Bayes on one token: `prior [K, B, N, S]` times the likelihood of `tokens [B, N]` under
-    `emissions [K, S, V]`, normalised; returns `(posterior [K, B, N, S], log evidence [K, B, N])`."""
-    likelihood = np.moveaxis(emissions[:, :, tokens], 1, -1)  # [K, B, N, S]
-    joint = prior * likelihood
-    evidence = joint.sum(-1)
-    return joint / evidence[..., None], np.log(evidence)
-
-
-def predict(posterior: np.ndarray, transitions: np.ndarray, emissions: np.ndarray) -> np.ndarray:
-    """`[K, B, N, V]`: the next token's distribution, posterior · T · E per member."""
-    return posterior @ (transitions @ emissions)[:, None]
-
-
-def mix(predictions: np.ndarray, log_evidence: np.ndarray) -> np.ndarray:
-    """`[B, N, V]`: the members' `predictions [K, B, N, V]` weighted by their posterior, a softmax
-    of `log_evidence [K, B, N]` over K (uniform prior)."""
-    weights = np.exp(log_evidence - log_evidence.max(0, keepdims=True))
-    weights /= weights.sum(0, keepdims=True)
-    return (weights[..., None] * predictions).sum(0)
-
-
-def full_predictions(hmms: FamilyHMMs, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`(predictions [K, B, N, V], log evidence [K, B, N])` of every member's full filter at the
-    positions i = 0..T-2 of `tokens [B, T]` (N = T - 1; evidence of tokens 0..i)."""
-    rows, length = tokens.shape
-    prior = np.broadcast_to(hmms.initial[:, None, None], (hmms.num_members, rows, 1, hmms.initial.shape[1]))
-    predictions, evidence, total = [], [], 0.0
-    for i in range(length - 1):
-        posterior, log_evidence = condition(prior, hmms.emissions, tokens[:, i : i + 1])
-        total = total + log_evidence
-        predictions.append(predict(posterior, hmms.transitions, hmms.emissions))
-        evidence.append(total)
-        prior = posterior @ hmms.transitions[:, None]
-    return np.concatenate(predictions, 2), np.concatenate(evidence, 2)
-
-
 def window_reaches_start(num_positions: int, memories: Sequence[int]) -> np.ndarray:
     """`[M, N]` bool: position i's window of L tokens (i-L+1..i) reaches the segment start (i < L):
     there the memory-L predictor sees the whole past, its TV is 0 and not a measure of memory."""
     return np.arange(num_positions)[None, :] < np.asarray(memories)[:, None]
 
 
+def family_predictor(hmms: FamilyHMMs) -> BayesOptimalPredictor:
+    """The project's exact predictors (`BayesOptimalPredictor`, float64) over the family's
+    members, uniform prior: the full and memory-L filters, task known and unknown."""
+    prior = np.full(hmms.num_members, 1.0 / hmms.num_members)
+    params = HMMParams(prior, hmms.initial, hmms.transitions, hmms.emissions)
+    return BayesOptimalPredictor(params, device="cpu", dtype=torch.float64)
+
+
 def memory_tv(hmms: FamilyHMMs, tokens: np.ndarray, task: int, memories: Sequence[int]) -> dict:
     """TV of the memory-L predictors to the full ones on `tokens [B, T]` drawn from member `task`:
     `known [M, B, N]` (that member's filter) and `mixture [M, B, N]` (Bayes over all members), at
     the positions i = 0..T-2 (N = T - 1). Where the window reaches the segment start the memory-L
-    predictor is the full one (TV 0; `window_reaches_start` marks them)."""
+    predictor is the full one (TV 0; `window_reaches_start` marks them). The window's first state
+    has the stationary marginal (the family starts there)."""
     memories = check_memories(memories)
-    rows, length = tokens.shape
-    full, full_evidence = full_predictions(hmms, tokens)
-    full_mixture = mix(full, full_evidence)
-    positions = length - 1
-    known = np.zeros((len(memories), rows, positions))
-    mixture = np.zeros((len(memories), rows, positions))
-    # One window per start s = 0..T-2, all advanced together: after step ell it holds tokens s..s+ell.
-    prior = np.broadcast_to(
-        hmms.initial[:, None, None], (hmms.num_members, rows, positions, hmms.initial.shape[1])
-    )
-    evidence = 0.0
-    for ell in range(max(memories)):
-        count = positions - ell  # windows whose end s + ell is still a position
-        if count <= 0:
-            break
-        posterior, log_evidence = condition(prior[:, :, :count], hmms.emissions, tokens[:, ell : ell + count])
-        evidence = log_evidence if ell == 0 else evidence[:, :, :count] + log_evidence
-        if ell + 1 in memories:
-            window = predict(posterior, hmms.transitions, hmms.emissions)  # ends at i = ell..T-2
-            m = memories.index(ell + 1)
-            known[m, :, ell:] = total_variation(window[task], full[task, :, ell:])
-            mixture[m, :, ell:] = total_variation(mix(window, evidence), full_mixture[:, ell:])
-        prior = posterior @ hmms.transitions[:, None]
-    return {"known": known, "mixture": mixture}
-
-
-def total_variation(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """`[...]`: half the l1 distance of the distributions `p, q [..., V]`."""
-    return 0.5 * np.abs(p - q).sum(-1)
+    bayes, tasks = family_predictor(hmms), np.full(len(tokens), task)
+    full, full_known = bayes.next_token_probs(tokens), bayes.oracle_next_token_probs(tokens, tasks)
+    mixture = bayes.truncated_by_memory(tokens, memories)
+    known = bayes.truncated_oracle_by_memory(tokens, tasks, memories)
+    return {
+        "known": np.stack([total_variation(known[m], full_known).numpy() for m in memories]),
+        "mixture": np.stack([total_variation(mixture[m], full).numpy() for m in memories]),
+    }
 
 
 # ---- the fits -----------------------------------------------------------------------------------
