@@ -47,6 +47,7 @@ from .bayes import BayesOptimalPredictor
 from .memory import FIT_FLOOR, check_memories, fit_exponential_decay, rank_correlation, total_variation
 from .observability import observability_coefficient
 from .params import HMMParams
+from .sampler import SamplingTables, sample_chains
 
 BOOTSTRAP_RESAMPLES = 200
 
@@ -186,15 +187,11 @@ def sample_sequences(
     initial: np.ndarray, transitions: np.ndarray, emissions: np.ndarray, rows: int, length: int, seed: int
 ) -> np.ndarray:
     """`[B, T]` int64 tokens of one HMM (`initial [S]`, `transitions [S, S]`, `emissions [S, V]`),
-    one sequence per row, its first state drawn from `initial`."""
-    rng = np.random.default_rng(seed)
-    state_cdf, token_cdf = np.cumsum(transitions, 1), np.cumsum(emissions, 1)
-    states = (rng.random((rows, 1)) > np.cumsum(initial)[None]).sum(1)
-    tokens = np.empty((rows, length), dtype=np.int64)
-    last = emissions.shape[1] - 1
-    for t in range(length):
-        tokens[:, t] = np.minimum((rng.random((rows, 1)) > token_cdf[states]).sum(1), last)
-        states = np.minimum((rng.random((rows, 1)) > state_cdf[states]).sum(1), len(initial) - 1)
+    one sequence per row, its first state drawn from `initial` (the corpus's sampler,
+    `sampler.sample_chains`)."""
+    params = HMMParams(np.ones(1), initial[None], transitions[None], emissions[None])
+    tables = SamplingTables.from_params(params)
+    _, tokens = sample_chains(tables, np.zeros(rows, dtype=np.int64), length, np.random.default_rng(seed))
     return tokens
 
 
