@@ -47,6 +47,8 @@ def render_results_section(summary: dict) -> str:
         probes=summary["probes"],
         memory=summary.get("memory"),
         claims=summary["claims"],
+        claim_header=[name for name, _ in CLAIM_COLUMNS],
+        claim_rows=claim_rows(summary["claims"]),
         beliefs=summary.get("beliefs", []),
         figures=figures,
         shuffle_parts=SHUFFLE_PART_LABELS,
@@ -189,6 +191,7 @@ def render_study_report(summary: dict, machine: dict) -> str:
     environment = jinja2.Environment(undefined=jinja2.StrictUndefined)
     environment.filters["stat"] = across_seeds_text
     environment.filters["verdict_cell"] = verdict_cell_text
+    environment.filters["floor_effect"] = floor_effect_text
     environment.filters["num"] = number_text
     environment.filters["spread"] = seconds_spread_text
     template = environment.from_string(STUDY_REPORT_TEMPLATE.read_text())
@@ -215,12 +218,59 @@ def across_seeds_text(stat: dict | None, spec: str = ".3f") -> str:
 
 
 def verdict_cell_text(cell: dict | None) -> str:
-    """ "**verdict**: mean [low, high], k/n with the predicted sign" of one claim at one depth."""
+    """ "**verdict**: own mean [low, high], k/n with the predicted sign, Holm-adjusted p" of one
+    claim in one cell (a row of `claims.decide_claims`)."""
     if cell is None:
         return ""
-    if cell.get("mean") is None:
-        return "n/a"
-    return f"**{cell['label']}**: {across_seeds_text(cell, '+.3f')}, {cell['agree']}/{cell['n']}"
+    if cell["own"]["mean"] is None:
+        return f"**{cell['label']}**"
+    text = f"**{cell['label']}**: {across_seeds_text(cell['own'], '+.3f')}, {cell['agree']}/{cell['n']}"
+    return text if cell.get("p_holm") is None else f"{text}, p {cell['p_holm']:.2g}"
+
+
+def floor_effect_text(cell: dict, floor: str) -> str:
+    """A claim's effect over one floor (own minus floor) across seeds: "vacuous" for a floor left
+    out, "—" where the floor does not apply."""
+    if floor in cell["vacuous_floors"]:
+        return "vacuous"
+    effect = cell["floors"].get(floor)
+    return "—" if effect is None else across_seeds_text(effect, "+.3f")
+
+
+CLAIM_COLUMNS = (  # the claims table of one model: header -> cell text of a decided claim
+    ("figure", lambda c: c["figure"]),
+    ("claim", lambda c: c["claim"]),
+    ("statistic (predicted sign)", lambda c: f"{c['statistic']} ({'+' if c['direction'] > 0 else '−'})"),
+    ("own", lambda c: across_seeds_text(c["own"], "+.3f")),
+    ("over twin", lambda c: floor_effect_text(c, "twin")),
+    ("over token-only", lambda c: floor_effect_text(c, "tokens")),
+    ("spread across splits", lambda c: across_seeds_text(c["split_spread"], ".3f")),
+    ("verdict", lambda c: c["label"]),
+)
+
+
+def claim_rows(claims: list[dict]) -> list[list[str]]:
+    """The cells of the claims table (`CLAIM_COLUMNS`) of decided claims."""
+    return [[cell(claim) for _, cell in CLAIM_COLUMNS] for claim in claims]
+
+
+def claim_line(claim: dict) -> str:
+    """One decided claim in one line: its verdict, own statistic, figure and words."""
+    own = across_seeds_text(claim["own"], "+.3f").split(" [")[0]
+    return f"{claim['label']:<24} own {own:>7}  Fig {claim['figure']:<5} {claim['claim']}"
+
+
+def format_claims(claims: list[dict]) -> str:
+    """The claims table of one model (or one cell) as plain text, one claim per paragraph."""
+    lines = []
+    for cells in claim_rows(claims):
+        lines.append(f"  Fig {cells[0]:<5} {cells[1]}: {cells[-1]}")
+        lines.append(f"            {cells[2]}")
+        lines.append(
+            "            "
+            + "; ".join(f"{name} {cell}" for (name, _), cell in zip(CLAIM_COLUMNS[3:-1], cells[3:-1]))
+        )
+    return "\n".join(lines)
 
 
 def number_text(value: float | None, spec: str = ".3f") -> str:

@@ -28,6 +28,7 @@ class ProbeConfig:
     dtype: str = "float16"
     batch_size: int = 64
     seed: int = 0
+    num_splits: int = 3  # probe splits the claim curves are measured on (seeds seed, seed + 1, ...)
 
     def __post_init__(self) -> None:
         self.distances = tuple(int(d) for d in self.distances)
@@ -40,6 +41,7 @@ class ProbeConfig:
             "max_iter",
             "num_resamples",
             "batch_size",
+            "num_splits",
         ):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
@@ -62,6 +64,11 @@ class ProbeConfig:
             raise ValueError(f"l2={self.l2} must be >= 0.")
         if not self.distances:
             raise ValueError("distances is empty: give at least one previous-token distance.")
+
+    @property
+    def split_seeds(self) -> tuple[int, ...]:
+        """The seeds of the probe splits: `seed` (the split every record is scored on), `seed + 1`, ..."""
+        return tuple(self.seed + i for i in range(self.num_splits))
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -1,5 +1,5 @@
 """Probes for every layer, target and position group, as JSON records, and the paper's
-patterns as numbers with bootstrap intervals.
+patterns as numbers with bootstrap intervals (curves and numbers, never verdicts).
 
 A record is `{"target", "layer", "head", "metric", "positions", "value", "ci_low",
 "ci_high"}` with `layer` the hidden-state index (0 = embeddings, i = output of layer i) or
@@ -268,6 +268,38 @@ def layerwise_probes(
     return records, draws
 
 
+def accuracy_curves(
+    features: torch.Tensor,
+    labels: dict[str, np.ndarray],
+    targets: list[str],
+    split: tuple[np.ndarray, np.ndarray],
+    halves: np.ndarray,
+    settings: ProbeSettings,
+    progress: bool = True,
+) -> dict[str, dict[str, list]]:
+    """`target -> {"all": [layers], "halves": [[layers], [layers]]}`: the accuracy of each
+    target's probe (one per target, on all probe-train rows) at every layer of `features
+    [layers, R, P, D]`, on all probe-test positions and on each half of the probe-test rows
+    (`halves [R_test]` bool: True for the first half), so that a curve's peak can be chosen on
+    one half and read on the other."""
+    groups = {target: np.zeros(labels[target].shape[0], dtype=np.int64) for target in targets}
+    out = {target: {"all": [], "halves": [[], []]} for target in targets}
+    for index in tqdm(range(features.shape[0]), desc="probe curves", disable=not progress):
+        found = layer_accuracy_hits(features[index], labels, targets, groups, split, settings)
+        for target in targets:
+            hits = found[target]
+            out[target]["all"].append(_accuracy(hits))
+            for half, rows in enumerate((halves, ~halves)):
+                out[target]["halves"][half].append(_accuracy(hits[rows]))
+    return out
+
+
+def _accuracy(hits: np.ndarray) -> float:
+    """Share of correct answers among the scored positions of `hits` (1/0/-1); NaN if none."""
+    scored = int((hits >= 0).sum())
+    return float((hits == 1).sum() / scored) if scored else float("nan")
+
+
 def headroom_records(draws: Draws, target: str, layers: list[int], groups: tuple[str, ...]) -> list[dict]:
     """`headroom_fraction` per (layer, group) of a target with a ceiling (`CEILINGS`):
     (accuracy - token baseline) / (ceiling - token baseline), draw by draw. None where the
@@ -420,13 +452,11 @@ def hidden_state_and_task_patterns(
 ) -> dict:
     """Figure 3(a), by position group, on headroom fractions (token identity is not counted as
     identification): the layer at which each target first reaches a fraction f of its
-    headroom, for every f in 0.50..0.95. Decided on the first demonstration, where the task
-    is still uncertain:
-
-    - the hidden state before the task: the mean over f of (task's layer - hidden state's) / L
-      has a 95% interval above 0;
-    - the task becomes decodable in upper layers: its headroom fraction at the last layer
-      minus at layer 0 has a 95% interval above 0.
+    headroom, for every f in 0.50..0.95. Summarised on the first demonstration, where the task
+    is still uncertain: the mean over f of (task's layer - hidden state's) / L, and the task's
+    headroom fraction at the last layer minus at layer 0, each with a bootstrap interval over
+    probe-test rows. Curves and numbers only: the claims are decided by the study's rule
+    (`modeling_hmmroformer.experiments.claims`), not here.
     """
     by_positions = {}
     for group in groups:
@@ -456,15 +486,9 @@ def hidden_state_and_task_patterns(
         "by_positions": by_positions,
         "mean_reach_difference": reach["value"] if reach else None,
         "mean_reach_difference_ci": reach["ci"] if reach else [None, None],
-        "hidden_state_before_task": bool(
-            reach is not None and reach["ci"][0] is not None and reach["ci"][0] > 0
-        ),
         "task_first_layer_fraction": gain["first_layer"] if gain else None,
         "task_last_layer_fraction": gain["last_layer"] if gain else None,
         "task_gain_ci": gain["ci"] if gain else [None, None],
-        "task_rises_across_layers": bool(
-            gain is not None and gain["ci"][0] is not None and gain["ci"][0] > 0
-        ),
     }
 
 
@@ -488,14 +512,10 @@ def peak(draws: Draws, target: str, layers: list[int], group: str) -> dict | Non
 def previous_token_patterns(
     draws: Draws, records: list[dict], distances: list[int], layers: list[int]
 ) -> dict:
-    """Figure 3(b), with bootstrap intervals on peak layers (all, demonstration and test positions):
-
-    - accuracy falls with distance: each peak accuracy above the next distance's, and the
-      interval of (peak at the nearest - peak at the farthest) above 0;
-    - each curve rises then falls: its peak at an inner layer, the peak's interval above the
-      intervals at the first and the last layer;
-    - the peak layer moves up: the interval of (peak layer at the farthest - at the nearest)
-      above 0.
+    """Figure 3(b) as numbers with bootstrap intervals (all, demonstration and test positions):
+    each distance's peak layer and accuracy, its first and last layer, and the nearest minus
+    the farthest distance's peak accuracy and peak layer. No verdict: the claims are decided by
+    the study's rule (`modeling_hmmroformer.experiments.claims`).
 
     Each distance also reports `last_layer_before_final_norm` (accuracy and interval of the last
     layer probed before the final LayerNorm; None for a model without one).
@@ -505,14 +525,11 @@ def previous_token_patterns(
         target = f"previous_token_{distance}"
         c = curve(records, target)
         found = peak(draws, target, layers, "all")
-        at = int(np.argmax(c["value"]))
-        rises, falls = c["ci_low"][at] > c["ci_high"][0], c["ci_low"][at] > c["ci_high"][-1]
         peaks[distance] = found
         by_distance[str(distance)] = {
             **{k: v for k, v in found.items() if not k.startswith("_")},
             "first_layer_accuracy": float(c["value"][0]),
             "last_layer_accuracy": float(c["value"][-1]),
-            "rises_then_falls": bool(0 < at < len(c["value"]) - 1 and rises and falls),
             "last_layer_before_final_norm": _value_and_interval(
                 find(records, target, BEFORE_NORM_METRIC, layers[-1])
             ),
@@ -525,16 +542,10 @@ def previous_token_patterns(
     near, far = peaks[distances[0]], peaks[distances[-1]]
     accuracy_drop = near["_accuracy_draws"] - far["_accuracy_draws"]
     layer_shift = far["_layer_draws"] - near["_layer_draws"]
-    accuracies = [peaks[d]["peak_accuracy"] for d in distances]
     return {
         "by_distance": by_distance,
         "accuracy_drop": near["peak_accuracy"] - far["peak_accuracy"],
         "accuracy_drop_ci": list(interval(accuracy_drop)),
-        "accuracy_falls_with_distance": bool(
-            all(a > b for a, b in zip(accuracies, accuracies[1:])) and interval(accuracy_drop)[0] > 0
-        ),
-        "all_rise_then_fall": bool(all(v["rises_then_falls"] for v in by_distance.values())),
         "peak_layer_shift": far["peak_layer"] - near["peak_layer"],
         "peak_layer_shift_ci": list(interval(layer_shift)),
-        "peak_layer_moves_up": bool(interval(layer_shift)[0] > 0),
     }

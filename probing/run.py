@@ -22,7 +22,7 @@ from hmm_datasets.bayes import oracle_state_estimates
 from hmm_datasets.beliefs import belief_states, belief_tasks
 from hmm_datasets.corpus import Corpus, check_model_fits_corpus
 
-from .belief import belief_records, check_belief_columns
+from .belief import belief_ceiling, belief_records, check_belief_columns
 from .capture import (
     attention_weights,
     capture_hidden_states,
@@ -41,11 +41,13 @@ from .labels import (
     sample_positions,
     sample_probe_rows,
     split_rows,
+    token_features,
 )
 from .layerwise import (
     BEFORE_NORM_METRIC,
     CEILINGS,
     DECIDING_POSITIONS,
+    accuracy_curves,
     counts_to_records,
     find,
     group_counts,
@@ -62,6 +64,7 @@ from .probes import ProbeSettings
 from .shuffle import PART_METRICS, WEIGHTED_TV_METRIC, shuffle_patterns, shuffle_records, shuffle_test
 
 DECIDED_ON_FIRST_DEMO = ("hidden_state", "task")  # Figure 3(a)'s targets: refitted on demonstration 1
+HALVES_STREAM = 104729  # the seed stream that cuts each split's probe-test rows in two halves
 
 
 @dataclass
@@ -166,7 +169,8 @@ def run_probing(
     if untrained_model is not None:
         started = time.perf_counter()
         check_model_fits_corpus(untrained_model.config, corpus.config)
-        untrained = capture(untrained_model)
+        untrained = capture(untrained_model, with_before_norm)
+        untrained_before_norm, untrained = untrained[len(layers) :], untrained[: len(layers)]
         found, untrained_draws = layerwise_probes(
             untrained, layers, at_positions, targets, groups, split, metric="untrained_accuracy", **common
         )
@@ -185,6 +189,39 @@ def run_probing(
             untrained, layers, beliefs, membership, POSITION_GROUPS, split, "untrained_"
         )
         timings["untrained_probes"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    networks = {"trained": read_out(features, before_norm)}
+    if untrained_model is not None:
+        networks["twin"] = read_out(untrained, untrained_before_norm)
+    vocab_size = corpus.config.vocab_size
+    networks["tokens"] = torch.as_tensor(token_features(rows["input_ids"], positions, layout, vocab_size))[
+        None
+    ]
+    deciding = POSITION_GROUPS.index(DECIDING_POSITIONS)
+    inputs = SplitInputs(
+        labels=at_positions,
+        targets=[f"previous_token_{d}" for d in config.distances],
+        beliefs=beliefs,
+        membership=membership[deciding : deciding + 1],
+        row_tasks=row_task,
+    )
+    splits = {
+        "seeds": list(config.split_seeds),
+        "positions": DECIDING_POSITIONS,
+        "curves": [
+            split_curves(
+                networks,
+                inputs,
+                split_rows(rows["task_id"], config.probe_train_fraction, seed),
+                seed,
+                settings,
+                progress,
+            )
+            for seed in config.split_seeds
+        ],
+    }
+    timings["splits"] = time.perf_counter() - started
 
     started = time.perf_counter()
     test_ids = np.stack(test_split.select(range(shuffle_rows)).with_format("numpy")["input_ids"])
@@ -225,6 +262,7 @@ def run_probing(
         "probe_rows": {"train": split[0].tolist(), "test": split[1].tolist()},
         "num_shuffle_rows": int(test_ids.shape[0]),
         "records": records,
+        "splits": splits,
         "patterns": {
             **patterns,
             "figure3a": hidden_state_and_task_patterns(
@@ -258,6 +296,81 @@ def refit_on_deciding_positions(
         if r.get("positions") != DECIDING_POSITIONS or (r["target"], r["metric"], r["layer"]) not in replaced
     ]
     return kept + own
+
+
+def read_out(features: torch.Tensor, before_norm: torch.Tensor) -> torch.Tensor:
+    """`features [layers, R, P, D]` with the last layer read before the final norm where it was
+    captured so (`before_norm [1, ...]`; empty for a model without a final norm)."""
+    return features if before_norm.shape[0] == 0 else torch.cat([features[:-1], before_norm])
+
+
+@dataclass
+class SplitInputs:
+    """What the claim curves are fitted to, at the probed positions: the labels (`[R, P]` each),
+    the previous-token targets, the exact beliefs, the deciding segment's membership `[1, R, P]`
+    and each row's task."""
+
+    labels: dict[str, np.ndarray]
+    targets: list[str]
+    beliefs: dict[str, np.ndarray]
+    membership: np.ndarray
+    row_tasks: np.ndarray
+
+
+def split_curves(
+    networks: dict[str, torch.Tensor],
+    inputs: SplitInputs,
+    split,
+    seed: int,
+    settings: ProbeSettings,
+    progress: bool,
+) -> dict:
+    """The curves the claims read, on one probe split, for every network (`networks`: name ->
+    features `[layers, R, P, D]`; the token-only baseline is one "layer"): previous-token accuracy
+    on all probe-test rows and on each half of them (`accuracy_curves`), and the belief probes
+    on the deciding segment (per-task state-filter maps included); and the beliefs' ceiling (the
+    exact log beliefs as features)."""
+    halves = np.zeros(split[1].size, dtype=bool)
+    halves[np.random.default_rng([seed, HALVES_STREAM]).permutation(split[1].size)[: split[1].size // 2]] = (
+        True
+    )
+    groups = (DECIDING_POSITIONS,)
+    out = {}
+    for name, features in networks.items():
+        beliefs = belief_records(
+            features,
+            list(range(features.shape[0])),
+            inputs.beliefs,
+            inputs.membership,
+            groups,
+            split,
+            row_tasks=inputs.row_tasks,
+        )
+        out[name] = {
+            "previous_tokens": {
+                target[len("previous_token_") :]: curve
+                for target, curve in accuracy_curves(
+                    features, inputs.labels, inputs.targets, split, halves, settings, progress
+                ).items()
+            },
+            "beliefs": belief_curves(beliefs),
+        }
+    out["ceiling"] = {
+        "beliefs": belief_curves(
+            belief_ceiling(inputs.beliefs, inputs.membership, groups, split, inputs.row_tasks), "ceiling_"
+        )
+    }
+    return out
+
+
+def belief_curves(records: list[dict], prefix: str = "") -> dict[str, dict[str, list[float]]]:
+    """`belief -> metric -> [values in layer order]` of belief-probe records (metric names without
+    `prefix`)."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for r in records:
+        belief, metric = r["target"][len("belief_") :], r["metric"][len(prefix) :]
+        out.setdefault(belief, {}).setdefault(metric, []).append(r["value"])
+    return out
 
 
 def _check_rows(config: ProbeConfig, shuffle_rows: int, num_test_rows: int) -> None:
@@ -390,25 +503,22 @@ def format_summary(results: dict) -> str:
             lines.append(f"  {label}: " + "  ".join(f"L{r['layer']}: {r['value']:.3f}" for r in parts))
     figure2, figure3a, figure3b = (results["patterns"][key] for key in ("figure2", "figure3a", "figure3b"))
     peaks = ", ".join(
-        f"k={d}: layer {v['peak_layer']} ({v['peak_accuracy']:.3f}{', rises then falls' if v['rises_then_falls'] else ''})"
+        f"k={d}: layer {v['peak_layer']} ({v['peak_accuracy']:.3f})"
         for d, v in figure3b["by_distance"].items()
     )
     lines += [
         "",
-        "Patterns of the paper, as measured:",
-        f"  Fig 2  upper layers {figure2['upper_layers']} change less than lower {figure2['lower_layers']}: "
-        f"{_yes(figure2['upper_layers_change_less'])} (difference {figure2['upper_minus_lower']:+.3f}, "
-        f"95% CI [{figure2['upper_minus_lower_ci'][0]:+.3f}, {figure2['upper_minus_lower_ci'][1]:+.3f}])",
-        f"  Fig 3a on {figure3a['positions']} positions: hidden state before task: "
-        f"{_yes(figure3a['hidden_state_before_task'])} (task's first-reach layer minus the hidden state's, "
-        f"mean over f = 0.50..0.95, / L: {_number(figure3a['mean_reach_difference'])}, 95% CI "
-        f"{_pair(figure3a['mean_reach_difference_ci'])}); task rises across layers: "
-        f"{_yes(figure3a['task_rises_across_layers'])} (headroom fraction {_number(figure3a['task_first_layer_fraction'])} "
-        f"-> {_number(figure3a['task_last_layer_fraction'])})",
-        f"  Fig 3b accuracy falls with distance: {_yes(figure3b['accuracy_falls_with_distance'])}; every curve rises "
-        f"then falls: {_yes(figure3b['all_rise_then_fall'])}; peak layer moves up: "
-        f"{_yes(figure3b['peak_layer_moves_up'])} (shift {figure3b['peak_layer_shift']:+d} layers, 95% CI "
-        f"{_pair(figure3b['peak_layer_shift_ci'], '+.1f')})",
+        "The paper's patterns as numbers (95% bootstrap intervals over rows; the claims are decided by the "
+        "study's rule, printed below by hmm-probe):",
+        f"  Fig 2  upper layers {figure2['upper_layers']} minus lower {figure2['lower_layers']}, relative change: "
+        f"{figure2['upper_minus_lower']:+.3f} {_pair(figure2['upper_minus_lower_ci'])}",
+        f"  Fig 3a on {figure3a['positions']} positions: task's first-reach layer minus the hidden state's, mean over "
+        f"f = 0.50..0.95, / L: {_number(figure3a['mean_reach_difference'])} {_pair(figure3a['mean_reach_difference_ci'])}; "
+        f"task headroom fraction {_number(figure3a['task_first_layer_fraction'])} -> "
+        f"{_number(figure3a['task_last_layer_fraction'])}",
+        f"  Fig 3b peak accuracy, nearest minus farthest: {figure3b['accuracy_drop']:+.3f} "
+        f"{_pair(figure3b['accuracy_drop_ci'])}; peak layer shift {figure3b['peak_layer_shift']:+d} "
+        f"{_pair(figure3b['peak_layer_shift_ci'], '+.1f')}",
         f"         peaks: {peaks}",
     ]
     before_norm = [
@@ -455,7 +565,3 @@ def _number(value, spec: str = ".3f") -> str:
 
 def _pair(values, spec: str = "+.3f") -> str:
     return f"[{_number(values[0], spec)}, {_number(values[1], spec)}]"
-
-
-def _yes(flag: bool) -> str:
-    return "yes" if flag else "no"

@@ -6,9 +6,11 @@
 --model: a checkpoint folder or a Hub model id; --data: a corpus preset name, an exported
 corpus folder or a Hub dataset id (default: the corpus the checkpoint was trained on, from
 its hmm_mixture_config.json). Writes probe_results.json and the figures (default: into
-<model>/probes) and prints the tables and the paper's patterns as measured. The same probes
-run on the untrained model of the checkpoint's own initialisation (its training seed) as a
-control; --no-control skips it.
+<model>/probes) and prints the tables, the paper's patterns as numbers, and the claims as the
+study's rule reads one model (its own statistics and its effects over the untrained twin and
+the token-only baseline; "undecided (1 seed)": a verdict needs six training seeds, see
+docs/study.md). The same probes run on the untrained model of the checkpoint's own
+initialisation (its training seed) as a control; --no-control skips it.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ PROBE_OPTIONS = {  # ProbeConfig field -> (type on the command line, what it set
     "num_resamples": (at_least(1), "bootstrap resamples"),
     "batch_size": (at_least(1), "rows a forward pass"),
     "seed": (at_least(0), "seed of the probe rows and resamples"),
+    "num_splits": (at_least(1), "probe splits the claims are averaged over"),
 }
 
 
@@ -77,7 +80,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import modeling_hmmroformer  # noqa: F401  (registers the Auto classes)
     from hmm_datasets.corpus import checkpoint_corpus, open_corpus
+    from model_cards.render import format_claims
     from modeling_hmmroformer.experiments.settings import checkpoint_seed
+    from modeling_hmmroformer.experiments.summary import model_claims
     from probing.capture import checkpoint_folder, load_hmm_roformer, untrained_twin
     from probing.plots import write_probe_results
     from probing.run import format_summary, run_probing
@@ -102,6 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     result.results["timings_s"]["total"] = time.perf_counter() - started
     paths = write_probe_results(result, Path(args.out) if args.out else folder / "probes")
     print(format_summary(result.results))
+    depth = result.results["model"]["num_hidden_layers"]
+    print("\nThe paper's claims, as the study's rule reads this one model (docs/study.md):")
+    print(format_claims(model_claims(None, result.results, None, depth)))
     print(f"\nwrote {', '.join(str(path) for path in paths.values())}")
     print(f"total time {result.results['timings_s']['total']:.1f} s")
     return 0

@@ -60,11 +60,10 @@ def main(argv: list[str] | None = None) -> int:
         return refuse(error)
     results = json.loads((out / layout.RESULTS_JSON).read_text())
     print()
+    from model_cards.render import claim_line
+
     for claim in results["claims"]:
-        effect = "n/a" if claim["effect"] is None else f"{claim['effect']:+.3f}"
-        print(
-            f"  Fig {claim['figure']:<5} effect over the twin {effect:>7}  {claim['claim']} ({claim['label']})"
-        )
+        print(f"  {claim_line(claim)}")
     total = sum(record["seconds"] for record in state["stages"].values())
     print(f"\n{out / layout.REPORT_MD} written; stages took {total:.0f} s in all.")
     return 0

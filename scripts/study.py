@@ -10,9 +10,10 @@
 One corpus and Lemma 1 on it, then each model in turn trained, analysed with its untrained
 twin (Figure 1 against Bayes, probes and belief-state probes, the shuffle test, the rotary
 knock-out, the model against memory-L Bayes predictors) and recorded (one small JSON per model,
-also in --records); then REPORT.md with the verdict table: per claim and depth, the effect over
-the twin across seeds and the verdict of docs/study.md's decision rule (holds, contradicted, or
-undecided; undecided below six seeds). Any value of the run config (configs/study.yaml) is
+also in --records); then REPORT.md with the verdict table: per claim and depth, the trained
+models' own statistic and its effects over the untrained twin and the token-only baseline across
+seeds, and the verdict of docs/study.md's decision rule (holds, contradicted, not testable, n/a
+or undecided; undecided below six seeds). Any value of the run config (configs/study.yaml) is
 overridden with --section.field value. A rerun skips complete stages and recorded models; an
 interrupted model resumes from its last complete checkpoint.
 """
@@ -51,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args, overrides = parser.parse_known_args(argv)
     out = Path(args.out or f"runs/study-{args.study}")
+    from model_cards.render import claim_line
     from modeling_hmmroformer.experiments import layout  # after parsing: --help imports nothing heavy
     from modeling_hmmroformer.experiments.pipeline import make_pipeline, run_pipeline
     from modeling_hmmroformer.experiments.settings import get_settings, parse_overrides
@@ -73,9 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         kl, agreement = depth["kl_bayes_model"]["mean"], depth["agreement"]["mean"]
         print(f"  {depth['depth']:>2} layers: KL to Bayes {kl:.3f}, agreement {agreement:.3f}")
         for row in depth["verdicts"]:
-            undefined = row["mean"] is None  # e.g. a slope over layers 2..L at 2 layers
-            effect, label = ("n/a", "n/a") if undefined else (f"{row['mean']:+.3f}", row["label"])
-            print(f"      {label:<20} effect {effect:>7}  Fig {row['figure']:<5} {row['claim']}")
+            print(f"      {claim_line(row)}")
     total = sum(record["seconds"] for record in state["stages"].values())
     print(f"\n{out / layout.REPORT_MD} written; stages took {total:.0f} s in all.")
     return 0

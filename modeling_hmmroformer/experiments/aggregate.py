@@ -1,10 +1,11 @@
 """A study's numbers across seeds and depths.
 
 Every model leaves one small record (`model_record`: its distance to Bayes, its place on the
-ladder, the profiles of the model and its untrained twin, every claim's effect, its memory);
+ladder, the first probe split's profiles of the model, its untrained twin and the token-only
+baseline, every claim's statistics averaged over the probe splits, its memory);
 `summarize_study` reads only records, so a study can be reported from committed records
-without the models. Per depth, each claim's per-seed effects are decided by
-`verdicts.decide` (holds / contradicted / undecided).
+without the models. Per depth, the claims are decided together by the rule
+(`claims.decide_claims`: holds / contradicted / not testable / n/a / undecided).
 
 Plain data in, plain data out; `model_record` alone reads a model folder's JSON.
 """
@@ -19,25 +20,26 @@ import numpy as np
 from hmm_datasets.corpus import open_corpus
 
 from . import layout
-from .claims import CLAIMS, claim_effects, layer_one, profiles
+from .claims import decide_claims, layer_one, model_statistics, profiles
 from .memory import memory_equivalent_text, recorded_memory_equivalent
 from .settings import RunConfig, Settings, config_for_corpus
-from .verdicts import across_seeds, decide
+from .verdicts import across_seeds
 
-RECORD_VERSION = 1  # bumped when a record's statistics change: older records are refused
+RECORD_VERSION = 2  # bumped when a record's statistics change: older records are refused
 
 
 def model_record(
     depth: int, seed: int, folder: Path, fingerprint: str, seconds: dict[str, float] | None = None
 ) -> dict:
     """What one model's analyses say, small enough to commit: distance to Bayes, the ladder,
-    Figure 1's excess KL, the profiles of the model and its twin, every claim's effect, memory,
-    and the wall time of its stages (`seconds`: stage name -> seconds, as the pipeline ran them)."""
+    Figure 1's excess KL, the first probe split's profiles, every claim's statistics (own and
+    floors, averaged over the probe splits), memory, and the wall time of its stages (`seconds`:
+    stage name -> seconds, as the pipeline ran them)."""
     fig1 = _read(folder / layout.ANALYSIS_FILES["figure1"])
     probes = _read(folder / layout.ANALYSIS_FILES["probes"])
     knockout_path = folder / layout.ANALYSIS_FILES["knockout"]
     knockout = _read(knockout_path) if knockout_path.is_file() else None
-    both = profiles(fig1, probes, knockout, depth)
+    splits = profiles(fig1, probes, knockout, depth)
     return {
         "version": RECORD_VERSION,
         "fingerprint": fingerprint,
@@ -50,9 +52,9 @@ def model_record(
             **{name: fig1["kl_bayes_by_num_demos"][name] for name in ("model", "twin")},
         },
         "kl_bayes_by_test_position": kl_curves_by_test_position(fig1),
-        "profiles": both,
-        "effects": claim_effects(both["trained"], both["twin"]),
-        "layer_one": {network: layer_one(profile) for network, profile in both.items()},
+        "profiles": splits[0],
+        "statistics": model_statistics(splits),
+        "layer_one": {network: layer_one(splits[0][network]) for network in ("trained", "twin")},
         "memory": _read(folder / layout.ANALYSIS_FILES["model_memory"]),
         "seconds": seconds or {},
     }
@@ -74,25 +76,8 @@ def _read(path: Path) -> dict:
 
 
 def verdict_rows(records: list[dict]) -> list[dict]:
-    """One depth's claims: per claim the verdict on its per-seed effects, with the trained
-    model's and the twin's statistic across seeds."""
-    rows = []
-    for claim in CLAIMS:
-        seen = [record["effects"][claim.key] for record in records]
-        rows.append(
-            {
-                "key": claim.key,
-                "figure": claim.figure,
-                "claim": claim.text,
-                "statistic": claim.statistic,
-                "direction": claim.direction,
-                "per_seed": [value["effect"] for value in seen],
-                **decide([value["effect"] for value in seen], claim.direction),
-                "trained": across_seeds([value["trained"] for value in seen]),
-                "twin": across_seeds([value["twin"] for value in seen]),
-            }
-        )
-    return rows
+    """One depth's claims decided by the rule (`claims.decide_claims`) from its models' records."""
+    return decide_claims([record["statistics"] for record in records])
 
 
 def verdict_table(depths: list[dict]) -> list[dict]:

@@ -1,16 +1,17 @@
-"""The paper's layerwise claims as effects over the untrained twin, one statistic each.
+"""The paper's layerwise claims, each a statistic of the trained network and of its floors.
 
-A model's analyses (Figure 1, the probes and the shuffle test, the rotary knock-out) hold the
-same curves for the trained model and for its untrained twin (same seed, architecture and
-rows). `profiles` reads both into one plain form; every claim of `CLAIMS` is a statistic of a
-profile with the direction the paper predicts, and its effect is the trained profile's value
-minus the twin's (`claim_effects`). `verdicts.decide` turns a depth's per-seed effects into
-holds / contradicted / undecided. The statistics are fixed here, before any run they decide.
+A model's analyses (Figure 1, the probes and belief probes on three probe splits, the shuffle
+test, the rotary knock-out) hold the same curves for the trained model, its untrained twin (same
+seed, architecture and rows) and, for the probes, a token-only baseline. `profiles` reads them
+into plain per-split profiles; every claim of `CLAIMS` measures one split's profiles
+(`Claim.measure`: the own statistic and each floor's, or why it cannot), and `model_statistics`
+averages a model's splits. `verdicts.decide_cell` decides a cell's claims across seeds. The
+statistics and the rule are fixed here and in docs/study.md before any run they decide.
 
-Depths: hidden-state curves (probes) run over layers 0..L (0 = embeddings), attention curves
-(shuffle test, knock-out) over layers 1..L; both are read against relative depth l / L.
-Layer 1 is left out of the Figure 2 slopes: it is the only layer whose attention reads tokens
-alone, and it is reported apart (`layer_one`).
+Depths: hidden-state curves run over layers 0..L (0 = embeddings; the last layer read before a
+pre-norm model's final norm), attention curves (shuffle test, knock-out) over layers 1..L; both
+are read against relative depth l / L. Layer 1 is left out of the Figure 2 slopes: it is the
+only layer whose attention reads tokens alone, and it is reported apart (`layer_one`).
 """
 
 from __future__ import annotations
@@ -20,89 +21,160 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from probing.layerwise import curve
-
-from .verdicts import centroid, crossing, effect, slope
+from .verdicts import NA, NOT_TESTABLE, across_seeds, cross_fitted_fall, decide_cell, gain_lead, slope
 
 DECIDING_POSITIONS = "demo1"  # Figure 3(a): the first demonstration, where the task is still uncertain
+TESTABLE_MARGIN = 0.02  # a previous-token distance is testable when its peak beats the twin's by this
+NETWORKS = ("trained", "twin", "tokens")
+
+
+class Missing(Exception):
+    """A statistic that cannot be computed: `kind` is `verdicts.NA` (a curve it needs is absent)
+    or `verdicts.NOT_TESTABLE` (a precondition fixed in advance fails), `why` says which."""
+
+    def __init__(self, kind: str, why: str):
+        super().__init__(why)
+        self.kind, self.why = kind, why
 
 
 @dataclass(frozen=True)
 class Claim:
-    """One claim: its figure, its words, the statistic that decides it and the sign it predicts."""
+    """One claim: its figure, its words, the statistic that decides it, the sign it predicts, and
+    how one split's profiles measure it (`measure(nets) -> (own, {floor: value})`)."""
 
     key: str
     figure: str
     text: str
     statistic: str
-    direction: int  # +1: the paper predicts a positive effect, -1: a negative one
-    compute: Callable[[dict], float | None]
+    direction: int  # +1: the paper predicts a positive statistic, -1: a negative one
+    measure: Callable[[dict], tuple[float, dict[str, float]]]
+
+    def measured(self, nets: dict) -> dict:
+        """`{"own", "floors", "missing"}` of one split's profiles `nets` (network -> profile)."""
+        try:
+            own, floors = self.measure(nets)
+        except Missing as missing:
+            return {"own": None, "floors": {}, "missing": {"kind": missing.kind, "why": missing.why}}
+        return {"own": own, "floors": floors, "missing": None}
 
 
-def _upper_layers(profile: dict, curve: str) -> tuple[np.ndarray, np.ndarray] | None:
-    """(relative depths, values) of an attention curve in layers 2..L, or None without it."""
-    values = profile.get(curve)
-    if values is None:
-        return None
-    return np.asarray(profile["attention_depth"][1:]), np.asarray(values[1:], dtype=float)
+# ---- statistics of one profile ---------------------------------------------------------------------
+def _need(profile: dict, key: str, why: str):
+    value = profile.get(key)
+    if value is None:
+        raise Missing(NA, why)
+    return value
 
 
-def _slope_above_layer_one(curve: str) -> Callable[[dict], float | None]:
-    def compute(profile: dict) -> float | None:
-        found = _upper_layers(profile, curve)
-        return None if found is None else slope(*found)
+def on_twin(statistic: Callable[[dict], float]) -> Callable[[dict], tuple[float, dict]]:
+    """A claim measured by one statistic of a profile, on the trained network and on its twin."""
 
-    return compute
+    def measure(nets: dict) -> tuple[float, dict]:
+        own = statistic(nets["trained"])
+        return own, ({} if nets.get("twin") is None else {"twin": statistic(nets["twin"])})
 
-
-def _belief(profile: dict, belief: str) -> np.ndarray | None:
-    values = profile["belief_r2"].get(belief, {}).get(DECIDING_POSITIONS)
-    return None if values is None else np.asarray(values, dtype=float)
+    return measure
 
 
-def task_rise(profile: dict) -> float | None:
-    """R² of the task posterior at the last layer minus at the embeddings (first demonstration)."""
+def demo_gain(profile: dict) -> float:
+    return _need(profile, "demo_gain", "no figure 1")
+
+
+def position_gain(profile: dict) -> float:
+    return _need(profile, "position_gain", "no figure 1")
+
+
+def slope_above_layer_one(curve: str, absent: str) -> Callable[[dict], float]:
+    """Slope over l/L of an attention curve in layers 2..L."""
+
+    def statistic(profile: dict) -> float:
+        values = _need(profile, curve, absent)
+        if profile["depth"] < 3:
+            raise Missing(NA, "fewer than 3 layers")
+        return slope(profile["attention_depth"][1:], values[1:])
+
+    return statistic
+
+
+def _belief(profile: dict, belief: str, metric: str = "log_r2") -> np.ndarray:
+    curves = _need(profile, "beliefs", "no belief probes").get(belief)
+    if curves is None or curves.get(metric) is None:
+        raise Missing(NA, f"no {belief.replace('_', ' ')} probe")
+    return np.asarray(curves[metric], dtype=float)
+
+
+def task_rise(profile: dict) -> float:
     task = _belief(profile, "task_posterior")
-    return None if task is None else float(task[-1] - task[0])
+    return float(task[-1] - task[0])
 
 
-def state_before_task(profile: dict) -> float | None:
-    """Relative depth at which the task posterior's R² crosses half its range minus the state
-    filter's (first demonstration): positive when the state is decoded first."""
-    task, state = _belief(profile, "task_posterior"), _belief(profile, "state_filter")
-    if task is None or state is None:
-        return None
-    depths = profile["probe_depth"]
-    task_at, state_at = crossing(depths, task), crossing(depths, state)
-    return None if task_at is None or state_at is None else task_at - state_at
+def state_before_task(profile: dict) -> float:
+    return gain_lead(_belief(profile, "state_filter_per_task"), _belief(profile, "task_posterior"))
 
 
-def _previous(profile: dict) -> tuple[np.ndarray, np.ndarray]:
-    """(distances, accuracy [distances, layers]) of the previous-token probes."""
-    tokens = profile["previous_tokens"]
-    distances = sorted(tokens, key=int)
-    return np.asarray([int(d) for d in distances]), np.asarray([tokens[d] for d in distances], dtype=float)
+def measure_task_rises(nets: dict) -> tuple[float, dict]:
+    own, floors = on_twin(task_rise)(nets)
+    if nets.get("tokens") is not None:  # the token-only features stand in for the last layer
+        floors["tokens"] = float(
+            _belief(nets["tokens"], "task_posterior")[0] - _belief(nets["trained"], "task_posterior")[0]
+        )
+    return own, floors
 
 
-def accuracy_falls_with_distance(profile: dict) -> float | None:
-    """Peak accuracy (over layers) of the nearest token back minus the farthest's."""
-    _, accuracy = _previous(profile)
-    return float(accuracy[0].max() - accuracy[-1].max())
+def _previous(profile: dict, curve: str = "all") -> dict[int, np.ndarray]:
+    """distance -> accuracy over layers (`curve` "all") or over layers on each half of the
+    probe-test rows ("halves": `[2, layers]`)."""
+    tokens = _need(profile, "previous_tokens", "no previous-token probes")
+    return {
+        int(d): np.asarray(v[curve], dtype=float)
+        for d, v in sorted(tokens.items(), key=lambda kv: int(kv[0]))
+    }
 
 
-def rises_then_falls(profile: dict) -> float | None:
-    """Mean over distances of min(peak - embeddings, peak - last layer): positive only where a
-    curve both rises from layer 0 and falls again by the last layer."""
-    _, accuracy = _previous(profile)
-    peak = accuracy.max(1)
-    return float(np.minimum(peak - accuracy[:, 0], peak - accuracy[:, -1]).mean())
+def measure_falls_with_distance(nets: dict) -> tuple[float, dict]:
+    def statistic(profile: dict) -> float:
+        peaks = [curve.max() for curve in _previous(profile).values()]
+        return float(peaks[0] - peaks[-1])
+
+    own, floors = on_twin(statistic)(nets)
+    if nets.get("tokens") is not None:
+        floors["tokens"] = statistic(nets["tokens"])
+    return own, floors
 
 
-def peak_moves_up(profile: dict) -> float | None:
-    """Centroid depth (`verdicts.centroid`) of the farthest token's curve minus the nearest's."""
-    _, accuracy = _previous(profile)
-    far, near = centroid(profile["probe_depth"], accuracy[-1]), centroid(profile["probe_depth"], accuracy[0])
-    return None if far is None or near is None else far - near
+def testable_distances(nets: dict, needed: int) -> list[int]:
+    """The distances whose peak accuracy lies at least `TESTABLE_MARGIN` above the twin's;
+    `Missing` (not testable) when fewer than `needed`."""
+    if nets.get("twin") is None:
+        raise Missing(NA, "no untrained twin")
+    trained, twin = _previous(nets["trained"]), _previous(nets["twin"])
+    found = [d for d in trained if trained[d].max() - twin[d].max() >= TESTABLE_MARGIN]
+    if len(found) < needed:
+        raise Missing(
+            NOT_TESTABLE,
+            f"{len(found)} distance{'s' if len(found) != 1 else ''} peak {TESTABLE_MARGIN} above the twin, {needed} needed",
+        )
+    return found
+
+
+def measure_rises_then_falls(nets: dict) -> tuple[float, dict]:
+    distances = testable_distances(nets, 1)
+
+    def statistic(profile: dict) -> float:
+        halves = _previous(profile, "halves")
+        return float(np.mean([cross_fitted_fall(*halves[d]) for d in distances]))
+
+    return statistic(nets["trained"]), {"twin": statistic(nets["twin"])}
+
+
+def measure_peak_moves_up(nets: dict) -> tuple[float, dict]:
+    distances = testable_distances(nets, 2)
+
+    def statistic(profile: dict) -> float:
+        curves = _previous(profile)
+        return gain_lead(curves[distances[0]], curves[distances[-1]])
+
+    return statistic(nets["trained"]), {"twin": statistic(nets["twin"])}
 
 
 CLAIMS = (
@@ -112,15 +184,15 @@ CLAIMS = (
         "accuracy rises with the number of demonstrations",
         "accuracy with all demonstrations minus none",
         1,
-        lambda profile: profile["demo_gain"],
+        on_twin(demo_gain),
     ),
     Claim(
         "test_position",
         "1",
         "accuracy rises along the test sequence",
-        "accuracy on the second half minus test tokens 1..8",
+        "accuracy on the second half minus test tokens 1..n-1, demonstration ends left out",
         1,
-        lambda profile: profile["position_gain"],
+        on_twin(position_gain),
     ),
     Claim(
         "position_slope",
@@ -128,7 +200,7 @@ CLAIMS = (
         "upper layers' attention depends less on position",
         "slope over l/L of the shuffle test's position-only change, layers 2..L",
         -1,
-        _slope_above_layer_one("shuffle_position_only"),
+        on_twin(slope_above_layer_one("shuffle_position_only", "no shuffle test")),
     ),
     Claim(
         "rotary_knockout_slope",
@@ -136,23 +208,23 @@ CLAIMS = (
         "switching rotary off hurts upper layers less",
         "slope over l/L of the NLL increase with one layer's rotary off, layers 2..L",
         -1,
-        _slope_above_layer_one("knockout_nll"),
+        on_twin(slope_above_layer_one("knockout_nll", "no knock-out")),
     ),
     Claim(
         "task_rises",
         "3(a)",
         "the task posterior becomes linearly decodable across layers",
-        "R² of the task posterior on demonstration 1, last layer minus embeddings",
+        "log-space R² of the task posterior on demonstration 1, last layer minus embeddings",
         1,
-        task_rise,
+        measure_task_rises,
     ),
     Claim(
         "state_before_task",
         "3(a)",
         "the hidden state is decoded before the task",
-        "half-range crossing depth on demonstration 1, task posterior minus state filter",
+        "mean share of gain over layers 1..L on demonstration 1, state filter (per task) minus task posterior",
         1,
-        state_before_task,
+        on_twin(state_before_task),
     ),
     Claim(
         "falls_with_distance",
@@ -160,97 +232,137 @@ CLAIMS = (
         "previous tokens are decoded less well the further back they are",
         "peak accuracy, nearest minus farthest token",
         1,
-        accuracy_falls_with_distance,
+        measure_falls_with_distance,
     ),
     Claim(
         "rises_then_falls",
         "3(b)",
         "previous-token accuracy rises, then falls in upper layers",
-        "min(peak - embeddings, peak - last layer), mean over distances",
+        "cross-fitted fall from the peak to the last layer, mean over testable distances",
         1,
-        rises_then_falls,
+        measure_rises_then_falls,
     ),
     Claim(
         "peak_moves_up",
         "3(b)",
         "the layer decoding a token moves up with its distance",
-        "centroid depth, farthest minus nearest token",
+        "mean share of gain over layers 1..L, nearest minus farthest testable token",
         1,
-        peak_moves_up,
+        measure_peak_moves_up,
     ),
 )
 
 
-def claim_effects(trained: dict, twin: dict) -> dict[str, dict]:
-    """`key -> {"trained", "twin", "effect"}` for every claim of `CLAIMS`."""
+def model_statistics(splits: list[dict]) -> dict[str, dict]:
+    """`key -> {"own", "floors", "missing", "own_by_split"}` of one model: every claim measured on
+    each split's profiles (`splits`: network -> profile, one dict per probe split) and averaged
+    over the splits; missing when any split misses it."""
     out = {}
     for claim in CLAIMS:
-        mine, theirs = claim.compute(trained), claim.compute(twin)
-        out[claim.key] = {"trained": mine, "twin": theirs, "effect": effect(mine, theirs)}
-    return out
-
-
-# ---- profiles from a model's analyses ----------------------------------------------------------------
-def figure1_profile(figure1: dict, name: str) -> dict:
-    """A predictor's gain from demonstrations and along the test sequence (`figure1.json`)."""
-    counts, accuracy = figure1["demo_counts"], figure1["by_num_demos"][name]["accuracy"]
-    position = np.asarray(figure1["by_test_position"][name], dtype=float)
-    early, late = slice(1, 1 + figure1["early_tokens"]), slice(len(position) // 2, None)
-    return {
-        "demo_gain": accuracy[counts.index(max(counts))] - accuracy[counts.index(0)],
-        "position_gain": float(np.nanmean(position[late]) - np.nanmean(position[early])),
-    }
-
-
-def probe_curve(records: list[dict], target: str, metric: str, positions: str = "all") -> list[float]:
-    """A per-layer probe metric (no head), in layer order, as a list (`probing.layerwise.curve`)."""
-    return curve(records, target, metric, positions)["value"].tolist()
-
-
-def probes_profile(probes: dict, prefix: str) -> dict:
-    """The probe curves of the model (`prefix` "") or its twin ("untrained_") in `probe_results.json`."""
-    records = probes["records"]
-    accuracy = "untrained_accuracy" if prefix else "accuracy"
-    beliefs = sorted({r["target"][len("belief_") :] for r in records if r["target"].startswith("belief_")})
-    groups = sorted({r.get("positions", "all") for r in records if r["target"].startswith("belief_")})
-    shuffle = probes["patterns"]["figure2_untrained" if prefix else "figure2"]["by_part"]
-    return {
-        "probe_depth": probes["relative_depth"],
-        "previous_tokens": {
-            str(d): probe_curve(records, f"previous_token_{d}", accuracy)
-            for d in probes["settings"]["distances"]
-        },
-        "belief_r2": {
-            belief: {
-                group: probe_curve(records, f"belief_{belief}", f"{prefix}r2", group) for group in groups
-            }
-            for belief in beliefs
-        },
-        "shuffle_position_only": shuffle["position_only"]["per_layer_mean"],
-        "shuffle_total": shuffle["total"]["per_layer_mean"],
-    }
-
-
-def profiles(figure1: dict, probes: dict, knockout: dict | None, depth: int) -> dict[str, dict]:
-    """`{"trained": profile, "twin": profile}` of one model from its analyses; a profile is the
-    plain curves every claim's statistic reads."""
-    out = {}
-    for network, name, prefix in (("trained", "model", ""), ("twin", "twin", "untrained_")):
-        out[network] = {
-            "depth": depth,
-            "attention_depth": [layer / depth for layer in range(1, depth + 1)],
-            **figure1_profile(figure1, name),
-            **probes_profile(probes, prefix),
-            "knockout_nll": None if knockout is None else knockout[network]["delta_nll"]["value"],
-            "knockout_kl": None if knockout is None else knockout[network]["delta_kl"]["value"],
+        found = [claim.measured(nets) for nets in splits]
+        missing = next((f["missing"] for f in found if f["missing"] is not None), None)
+        if missing is not None:
+            out[claim.key] = {"own": None, "floors": {}, "missing": missing, "own_by_split": []}
+            continue
+        floors = sorted(set.intersection(*(set(f["floors"]) for f in found)))
+        out[claim.key] = {
+            "own": float(np.mean([f["own"] for f in found])),
+            "floors": {name: float(np.mean([f["floors"][name] for f in found])) for name in floors},
+            "missing": None,
+            "own_by_split": [f["own"] for f in found],
         }
     return out
 
 
+# ---- profiles from a model's analyses -------------------------------------------------------------
+def demonstration_ends(test_length: int, demo_length: int) -> np.ndarray:
+    """`[test_length]` bool: the test positions where a demonstration would end (multiples of the
+    demonstration length), where a model trained on the layout expects a delimiter."""
+    position = np.arange(test_length)
+    return (position > 0) & (position % demo_length == 0)
+
+
+def figure1_profile(figure1: dict, name: str) -> dict:
+    """A predictor's gain from demonstrations and along the test sequence (`figure1.json`): the
+    second half of the test sequence against tokens 1..n-1, demonstration ends left out."""
+    counts, accuracy = figure1["demo_counts"], figure1["by_num_demos"][name]["accuracy"]
+    position = np.asarray(figure1["by_test_position"][name], dtype=float)
+    keep = ~demonstration_ends(position.size, figure1["layout"]["demo_length"])
+    early = np.zeros_like(keep)
+    early[1 : figure1["layout"]["demo_length"]] = True
+    late = np.zeros_like(keep)
+    late[position.size // 2 :] = True
+    return {
+        "demo_gain": accuracy[counts.index(max(counts))] - accuracy[counts.index(0)],
+        "position_gain": float(np.nanmean(position[late & keep]) - np.nanmean(position[early & keep])),
+    }
+
+
+def attention_profile(probes: dict, knockout: dict | None, network: str) -> dict:
+    """The shuffle test's per-layer parts and the knock-out's damage of one network."""
+    key = "figure2" if network == "trained" else "figure2_untrained"
+    shuffle = probes["patterns"].get(key, {}).get("by_part")
+    return {
+        "shuffle_position_only": None if shuffle is None else shuffle["position_only"]["per_layer_mean"],
+        "shuffle_total": None if shuffle is None else shuffle["total"]["per_layer_mean"],
+        "knockout_nll": None if knockout is None else knockout[network]["delta_nll"]["value"],
+        "knockout_kl": None if knockout is None else knockout[network]["delta_kl"]["value"],
+    }
+
+
+def profiles(figure1: dict | None, probes: dict, knockout: dict | None, depth: int) -> list[dict]:
+    """One dict per probe split, network ("trained", "twin", "tokens") -> profile: the plain curves
+    every claim reads. The twin is absent from a run without the control; the token-only
+    baseline has probe curves only (one value per curve)."""
+    splits = []
+    for curves in probes["splits"]["curves"]:
+        nets = {}
+        for network in NETWORKS:
+            if curves.get(network) is None:
+                continue
+            profile = {
+                "depth": depth,
+                "attention_depth": [layer / depth for layer in range(1, depth + 1)],
+                "probe_depth": probes["relative_depth"],
+                **curves[network],
+            }
+            if network != "tokens":
+                name = "model" if network == "trained" else "twin"
+                profile.update(figure1_profile(figure1, name) if figure1 is not None else {})
+                profile.update(attention_profile(probes, knockout, network))
+            nets[network] = profile
+        splits.append(nets)
+    return splits
+
+
 def layer_one(profile: dict) -> dict:
     """What Figure 2's slopes leave out: layer 1's position-only change and knock-out damage."""
-    knockout = profile.get("knockout_nll")
+    knockout, shuffle = profile.get("knockout_nll"), profile.get("shuffle_position_only")
     return {
-        "shuffle_position_only": profile["shuffle_position_only"][0],
+        "shuffle_position_only": None if shuffle is None else shuffle[0],
         "knockout_nll": None if knockout is None else knockout[0],
     }
+
+
+# ---- deciding --------------------------------------------------------------------------------------
+def decide_claims(per_seed: list[dict[str, dict]]) -> list[dict]:
+    """Every claim of one cell decided by the rule (`verdicts.decide_cell`) from the
+    `model_statistics` of each seed: per claim its words, its tests and verdict, and the spread
+    of its own statistic across probe splits (max minus min, across seeds)."""
+    decided = decide_cell([([seed[claim.key] for seed in per_seed], claim.direction) for claim in CLAIMS])
+    rows = []
+    for claim, tests in zip(CLAIMS, decided):
+        spreads = [np.ptp(s[claim.key]["own_by_split"]) for s in per_seed if s[claim.key]["own_by_split"]]
+        rows.append(
+            {
+                "key": claim.key,
+                "figure": claim.figure,
+                "claim": claim.text,
+                "statistic": claim.statistic,
+                "direction": claim.direction,
+                "per_seed": [s[claim.key]["own"] for s in per_seed],
+                "split_spread": across_seeds([float(s) for s in spreads]),
+                **tests,
+            }
+        )
+    return rows

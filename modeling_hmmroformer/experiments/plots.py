@@ -118,10 +118,11 @@ def plot_figure2_by_depth(summary: dict, path: Path) -> None:
 
 
 def plot_beliefs_by_depth(summary: dict, path: Path) -> None:
-    """Figure 3(a) by belief regression: held-out R² of each exact belief on the first
-    demonstration, per layer, trained (solid) and twin (dashed)."""
+    """Figure 3(a) by belief regression: held-out log-space R² of each exact belief on the first
+    demonstration (the state filter with one map per task), per layer (the last read before the
+    final norm), trained (solid) and twin (dashed)."""
     plt = pyplot()
-    beliefs = ("task_posterior", "state_filter", "joint_posterior")
+    beliefs = ("task_posterior", "state_filter_per_task", "joint_posterior")
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8), sharey=True)
     for ax, belief in zip(axes, beliefs):
         for index, (depth, records) in enumerate(by_depth(summary).items()):
@@ -129,16 +130,16 @@ def plot_beliefs_by_depth(summary: dict, path: Path) -> None:
                 ax,
                 records,
                 "probe_depth",
-                "belief_r2",
+                "beliefs",
                 belief,
-                "demo1",
+                "log_r2",
                 label=f"{depth} layers",
                 color=f"C{index}",
             )
         ax.axhline(0, color="grey", lw=0.6)
         ax.set_xlabel("relative depth l/L (0: embeddings; dashed: twins)")
         ax.set_title(f"{belief.replace('_', ' ')}, demonstration 1")
-    axes[0].set_ylabel("held-out R²")
+    axes[0].set_ylabel("held-out log-space R²")
     legend(axes[0], 7)
     save_figure(fig, path)
 
@@ -156,6 +157,7 @@ def plot_previous_tokens_by_depth(summary: dict, path: Path) -> None:
                 "probe_depth",
                 "previous_tokens",
                 distance,
+                "all",
                 label=f"k={distance}",
                 color=f"C{index}",
             )

@@ -6,7 +6,7 @@ and the probes' results in their default output folders, the pipeline the model'
 (`layout` names every file). `summarize_model_folder`
 turns whatever of these is present into one JSON-ready summary, which `model_cards.render`
 renders into the model card and `REPORT.md`; `model_claims` gives each of the paper's claims
-as an effect over the untrained twin.
+as the study's rule reads one model: its own statistic and its effects over its floors.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from pathlib import Path
 
 import yaml
 
+from probing.layerwise import curve
 from probing.plots import FIGURE7_PATTERN
 from probing.run import summarize_probe_results
 
 from . import layout
-from .claims import CLAIMS, claim_effects, probe_curve, profiles
+from .claims import decide_claims, model_statistics, profiles
 from .memory import memory_equivalent_text, recorded_memory_equivalent
-from .verdicts import decide
 
 
 def summarize_figure1(figure1: dict) -> dict:
@@ -105,13 +105,21 @@ def summarize_ladder(ladder: dict, model: str = "model") -> dict:
     }
 
 
-BELIEF_ROWS = (  # (belief, segment) rows of the card's belief-probe table
-    ("task_posterior", "demo1"),
-    ("task_posterior", "test"),
-    ("state_filter", "demo1"),
-    ("state_filter", "test"),
-    ("joint_posterior", "test"),
+BELIEF_ROWS = (  # (belief, segment, metric) rows of the card's belief-probe table
+    ("task_posterior", "demo1", "r2"),
+    ("task_posterior", "demo1", "log_r2"),
+    ("task_posterior", "test", "r2"),
+    ("state_filter", "demo1", "r2"),
+    ("state_filter_per_task", "demo1", "log_r2"),
+    ("state_filter", "test", "r2"),
+    ("joint_posterior", "test", "r2"),
 )
+METRIC_NAMES = {"r2": "R²", "log_r2": "log-space R²"}
+
+
+def probe_curve(records: list[dict], target: str, metric: str, positions: str = "all") -> list[float]:
+    """A per-layer probe metric (no head), in layer order, as a list (`probing.layerwise.curve`)."""
+    return curve(records, target, metric, positions)["value"].tolist()
 
 
 def belief_table(probes: dict | None) -> list[dict]:
@@ -120,10 +128,10 @@ def belief_table(probes: dict | None) -> list[dict]:
     if probes is None:
         return []
     rows = []
-    for belief, segment in BELIEF_ROWS:
+    for belief, segment, metric in BELIEF_ROWS:
         trained, twin = (
-            probe_curve(probes["records"], f"belief_{belief}", metric, segment)
-            for metric in ("r2", "untrained_r2")
+            probe_curve(probes["records"], f"belief_{belief}", name, segment)
+            for name in (metric, f"untrained_{metric}")
         )
         if trained:
             cells = (
@@ -131,38 +139,24 @@ def belief_table(probes: dict | None) -> list[dict]:
                 if twin
                 else [f"{a:.3f}" for a in trained]
             )
-            rows.append({"belief": belief.replace("_", " "), "segment": segment, "cells": cells})
+            name = f"{belief.replace('_', ' ')}, {METRIC_NAMES[metric]}"
+            rows.append({"belief": name, "segment": segment, "cells": cells})
     return rows
 
 
 def model_claims(figure1: dict | None, probes: dict | None, knockout: dict | None, depth: int) -> list[dict]:
-    """Each claim of `claims.CLAIMS` on one model: its statistic for the model and its untrained
-    twin, the effect, and the verdict of one seed (`verdicts.decide`: always undecided, said so).
+    """Each claim of `claims.CLAIMS` on one model, as the study's rule reads one seed
+    (`claims.decide_claims`: its own statistic, its effects over the twin and the token-only
+    baseline, the spread across probe splits, "undecided (1 seed)", or why it cannot be read:
+    "n/a (no figure 1)", "n/a (no knock-out)").
 
-    `figure1` and `probes` are the raw `figure1.json` and `probe_results.json`; a model analysed
-    without its twin (older results) has no claims.
+    `figure1`, `probes` and `knockout` are the raw `figure1.json`, `probe_results.json` and
+    `knockout.json` (None where absent); probe results written before the probe splits have no
+    claims.
     """
-    if figure1 is None or probes is None or "twin" not in figure1["by_num_demos"]:
+    if probes is None or "splits" not in probes:
         return []
-    if "figure2_untrained" not in probes["patterns"]:
-        return []
-    both = profiles(figure1, probes, knockout, depth)
-    effects = claim_effects(both["trained"], both["twin"])
-    return [
-        {
-            "figure": claim.figure,
-            "claim": claim.text,
-            "statistic": claim.statistic,
-            "direction": claim.direction,
-            **effects[claim.key],
-            **{
-                key: value
-                for key, value in decide([effects[claim.key]["effect"]], claim.direction).items()
-                if key in ("verdict", "label")
-            },
-        }
-        for claim in CLAIMS
-    ]
+    return decide_claims([model_statistics(profiles(figure1, probes, knockout, depth))])
 
 
 def safetensors_parameter_count(path: str | os.PathLike) -> int:

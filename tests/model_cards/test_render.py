@@ -27,13 +27,15 @@ def summary():
 
 
 def test_the_results_section_shows_the_numbers_and_each_claims_effect_over_the_twin(summary):
-    summary["claims"][0] = {**summary["claims"][0], "trained": 0.25, "twin": 0.125, "effect": 0.125}
+    claim = summary["claims"][4]  # the task posterior's rise: own, over the twin and over the tokens
+    claim["own"]["mean"], claim["floors"]["twin"]["mean"], claim["floors"]["tokens"]["mean"] = 0.25, 0.125, -0.5
+    claim["split_spread"]["mean"] = 0.0625
     section = render_results_section(summary)
-    claim = summary["claims"][0]
     assert (
-        f"| 1 | {claim['claim']} | {claim['statistic']} (+) | +0.250 | +0.125 | +0.125 | undecided (1 seed) |"
+        f"| 3(a) | {claim['claim']} | {claim['statistic']} (+) | +0.250 | +0.125 | -0.500 | 0.062 | undecided (1 seed) |"
         in section
     )
+    assert "| n/a (fewer than 3 layers) |" in section  # a 2-layer model: no slope over layers 2..L
     # Figures 1, 3(a), 3(b), 2, 7, Lemma 1, the model's memory and the rotary knock-out
     assert section.count("![") == 4 + len(summary["figure7"]) + 2 + 1
     for row in summary["in_context"]["headline"]:

@@ -10,7 +10,12 @@ def test_probe_script_writes_results(run_script, tiny_model, tmp_path):
         "scripts/probe.py", "--model", tmp_path / "model", "--quiet", "--data", "tiny", *fast, cwd=tmp_path
     )
     assert done.returncode == 0, done.stderr
-    assert "Patterns of the paper" in done.stdout
+    assert "The paper's patterns as numbers" in done.stdout
+    assert "The paper's claims, as the study's rule reads this one model" in done.stdout
+    # one model, no figure 1 and no knock-out run by this script: said, not guessed
+    assert "undecided (1 seed)" in done.stdout and "n/a (no knock-out)" in done.stdout
+    assert "n/a (no figure 1)" in done.stdout
+    assert not any(word in done.stdout for word in (": yes\n", ": no\n", ": holds", ": contradicted"))
     written = sorted(path.name for path in (tmp_path / "model" / "probes").iterdir())
     assert written == [
         "figure2_shuffle.png",

@@ -150,21 +150,19 @@ def synthetic_changes(per_layer: np.ndarray, num_rows: int = 40, num_heads: int 
     }
 
 
-def test_shuffle_patterns_tell_which_layers_change_less():
+def test_shuffle_patterns_measure_upper_minus_lower_layers():
     falling = np.linspace(1.0, 0.2, 8)
     patterns = shuffle_patterns(synthetic_changes(falling), num_resamples=200, seed=0)
     assert patterns["upper_layers"] == [5, 6, 7] and patterns["lower_layers"] == [1, 2, 3, 4]
     assert patterns["relative_depth"] == [layer / 8 for layer in range(1, 9)]
-    assert patterns["upper_layers_change_less"] is True
     low, high = patterns["upper_minus_lower_ci"]
     assert low <= patterns["upper_minus_lower"] <= high < 0
     assert patterns["layer_of_largest_change"] == 1 and patterns["layer_of_smallest_change"] == 8
     assert set(patterns["by_part"]) == {"total", "position_only", "content", "weighted_attention_tv"}
     for part in patterns["by_part"].values():
-        assert part["upper_layers_change_less"] is True and len(part["per_layer_mean"]) == 8
+        assert part["upper_minus_lower_ci"][1] < 0 and len(part["per_layer_mean"]) == 8
     rising = shuffle_patterns(synthetic_changes(falling[::-1].copy()), num_resamples=200, seed=0)
-    assert rising["upper_layers_change_less"] is False
-    assert not any(part["upper_layers_change_less"] for part in rising["by_part"].values())
+    assert all(part["upper_minus_lower_ci"][0] > 0 for part in rising["by_part"].values())
     with pytest.raises(ValueError, match="shuffle_test"):
         shuffle_patterns(synthetic_changes(falling)["total"], num_resamples=10, seed=0)
 
