@@ -11,9 +11,17 @@ probe-test rows' positions of the same segment:
 - `r2`: 1 - sum of squared errors / sum of squares around the test positions' mean, pooled
   over the belief's entries (1: the belief is a linear image of the layer; 0: no better than
   its mean);
+- `log_r2`: the same R² of a second map, to the belief's centred log (`centred_log`: the log
+  of the belief floored at `LOG_FLOOR`, minus its mean over the entries), so that a layer
+  holding the log belief, a perfect code that is not linear in the probabilities, scores 1;
 - `kl`: KL(belief ‖ reconstruction) in nats, the reconstruction projected onto the simplex
   (Euclidean projection) and mixed with `KL_FLOOR` of the uniform distribution so that it
   has no zeros.
+
+The state filter of one HMM says nothing about another's states, so with the rows' tasks
+`belief_records` also fits one state-filter map per task (`belief_state_filter_per_task`: the
+mean over tasks of its `r2` and `log_r2`). `belief_ceiling` scores the same fits on the exact
+log beliefs themselves: what a perfect code scores.
 
 Shapes: layers, R rows, P positions per row, D features, K entries of a belief.
 """
@@ -30,9 +38,13 @@ from .labels import check_columns
 RIDGE = 1e-3  # ridge penalty, relative to the mean squared feature
 KL_FLOOR = 1e-3  # share of the uniform distribution mixed into a reconstruction
 MIN_POSITIONS_PER_FEATURE = 2  # a map is fitted on at least 2 (D + 1) probe-train positions
-BELIEF_METRICS = ("r2", "kl")
+LOG_FLOOR = 1e-6  # a belief's entries are floored here before their log is taken
+BELIEF_METRICS = ("r2", "log_r2", "kl")
 BELIEF_COLUMNS = ("input_ids", "task_id")  # what the exact beliefs are computed from
 BELIEF_GROUPS = ("demo1", "demo2", "later", "test")  # the segments a map is fitted and scored on
+PER_TASK_BELIEF = "state_filter"  # the belief fitted task by task as well, given the rows' tasks
+PER_TASK_METRICS = ("r2", "log_r2")
+CEILING_PREFIX = "ceiling_"  # the metrics of the exact log beliefs as features
 
 
 def check_belief_columns(rows: dict) -> None:
@@ -42,29 +54,44 @@ def check_belief_columns(rows: dict) -> None:
 
 
 def fit_ridge(x: torch.Tensor, y: torch.Tensor, ridge: float = RIDGE) -> torch.Tensor:
-    """`[D + 1, K]` float32: the ridge regression of `y [N, K]` on `x [N, D]` with a bias (last
-    row, not penalised); the penalty is `ridge` times the mean squared centred feature. Every
-    column of `y` is its own regression (the same as fitting them one by one); the normal
-    equations are solved in float64."""
+    """`[..., D + 1, K]` float32: the ridge regression of `y [..., N, K]` on `x [..., N, D]` with
+    a bias (last row, not penalised), one for every index of the leading dimensions (`y` may
+    lack them: the same targets for all); the penalty is `ridge` times the mean squared
+    centred feature. Every column of `y` is its own regression (the same as fitting them one
+    by one); the normal equations are solved in float64."""
     x, y = x.float(), y.float()
-    mean_x, mean_y = x.mean(0), y.mean(0)
+    mean_x, mean_y = x.mean(-2, keepdim=True), y.mean(-2, keepdim=True)
     centred = x - mean_x
-    gram = (centred.T @ centred).double()
-    penalty = ridge * gram.diagonal().mean().clamp_min(1e-12)
-    eye = torch.eye(x.shape[1], dtype=gram.dtype)
-    weights = torch.linalg.solve(gram + penalty * eye, (centred.T @ (y - mean_y)).double()).float()
-    return torch.cat([weights, (mean_y - mean_x @ weights)[None]])
+    gram = (centred.mT @ centred).double()
+    penalty = ridge * gram.diagonal(dim1=-2, dim2=-1).mean(-1).clamp_min(1e-12)[..., None, None]
+    eye = torch.eye(x.shape[-1], dtype=gram.dtype)
+    weights = torch.linalg.solve(gram + penalty * eye, (centred.mT @ (y - mean_y)).double()).float()
+    return torch.cat([weights, mean_y - mean_x @ weights], -2)
 
 
 def predict(weights: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """`[N, K]`: the fitted map on `x [N, D]`."""
-    return x.to(weights.dtype) @ weights[:-1] + weights[-1]
+    """`[..., N, K]`: the fitted map(s) `weights [..., D + 1, K]` on `x [..., N, D]`."""
+    return x.to(weights.dtype) @ weights[..., :-1, :] + weights[..., -1:, :]
 
 
 def r_squared(y: torch.Tensor, y_hat: torch.Tensor) -> float:
     """1 - SSE / SST of `y_hat` against `y [N, K]`, pooled over the K entries (NaN without spread)."""
     total = ((y - y.mean(0)) ** 2).sum()
     return float(1 - ((y - y_hat) ** 2).sum() / total) if total > 0 else float("nan")
+
+
+def centred_log(p: torch.Tensor) -> torch.Tensor:
+    """`[..., K]`: the centred log of the distributions `p [..., K]`, log(max(p, `LOG_FLOOR`))
+    minus its mean over the K entries (the centred log-ratio: a linear image of the log
+    belief, blind to its normalisation)."""
+    logs = torch.log(p.float().clamp_min(LOG_FLOOR))
+    return logs - logs.mean(-1, keepdim=True)
+
+
+def centred_logs(y: torch.Tensor, widths: list[int]) -> torch.Tensor:
+    """`[..., sum(widths)]`: the centred log of every belief of the concatenation `y` (`widths`
+    entries each)."""
+    return torch.cat([centred_log(part) for part in y.split(widths, -1)], -1)
 
 
 def project_to_simplex(v: torch.Tensor, top: int = 48) -> torch.Tensor:
@@ -101,55 +128,157 @@ def kl_to_reconstruction(y: torch.Tensor, y_hat: torch.Tensor, floor: float = KL
 
 
 def belief_scores(x_train, x_test, y_train, y_test, widths: list[int], ridge: float = RIDGE) -> dict:
-    """`(belief, metric) -> value`: one map from `x_train [N, D]` to the concatenated beliefs
-    `y_train [N, sum(widths)]` (`BELIEFS` in order, `widths` entries each), scored on the test
-    positions belief by belief."""
-    y_hat = predict(fit_ridge(x_train, y_train, ridge), x_test)
+    """`(belief, metric) -> value` for the metrics of `BELIEF_METRICS`: one map from `x_train [N, D]`
+    to the concatenated beliefs `y_train [N, sum(widths)]` (`BELIEFS` in order, `widths` entries
+    each) and one to their centred logs (fitted together: every column is its own regression),
+    scored on the test positions belief by belief."""
+    width = sum(widths)
+    weights = fit_ridge(x_train, torch.cat([y_train, centred_logs(y_train, widths)], -1), ridge)
+    y_hat, log_hat = predict(weights, x_test).split([width, width], -1)
+    parts = zip(
+        BELIEFS,
+        y_test.split(widths, -1),
+        y_hat.split(widths, -1),
+        centred_logs(y_test, widths).split(widths, -1),
+        log_hat.split(widths, -1),
+    )
     out = {}
-    for belief, truth, guess in zip(BELIEFS, y_test.split(widths, -1), y_hat.split(widths, -1)):
+    for belief, truth, guess, log_truth, log_guess in parts:
         out[(belief, "r2")] = r_squared(truth, guess)
+        out[(belief, "log_r2")] = r_squared(log_truth, log_guess)
         out[(belief, "kl")] = kl_to_reconstruction(truth, guess)
     return out
 
 
+def task_scores(x_train, x_test, y_train, y_test, ridge: float = RIDGE) -> np.ndarray:
+    """`[layers, 2]`: the `r2` and `log_r2` of one map per layer from `x_train [layers, N, D]` to
+    one belief `y_train [N, K]` and one to its centred log, scored on `x_test [layers, M, D]`
+    against `y_test [M, K]` (NaN without spread)."""
+    width = y_train.shape[-1]
+    weights = fit_ridge(x_train, torch.cat([y_train, centred_log(y_train)], -1), ridge)
+    log_test = centred_log(y_test)
+    scores = [
+        (r_squared(y_test, guess[:, :width]), r_squared(log_test, guess[:, width:]))
+        for guess in predict(weights, x_test)
+    ]
+    return np.array(scores, dtype=np.float64).reshape(-1, 2)
+
+
+def per_task_scores(features, belief, mask, split, row_tasks) -> np.ndarray | None:
+    """`[layers, 2]`: the mean over tasks of `task_scores` (`r2`, `log_r2`) of one map per task
+    from `features [layers, R, P, D]` to `belief [R, P, K]` at the positions `mask [R, P]`,
+    fitted on the task's probe-train rows and scored on its probe-test rows. A task without a
+    train or a test position is skipped (None when every task is), and a score without spread
+    (NaN) is not counted (NaN where no task counts)."""
+    train, test = split
+    tasks = np.asarray(row_tasks)
+    scores = []
+    for task in np.unique(tasks):
+        (train_rows, train_at), (test_rows, test_at) = (
+            masked_positions(rows[tasks[rows] == task], mask) for rows in (train, test)
+        )
+        if train_rows.numel() == 0 or test_rows.numel() == 0:
+            continue
+        x_train, x_test = features[:, train_rows, train_at], features[:, test_rows, test_at]
+        scores.append(task_scores(x_train, x_test, belief[train_rows, train_at], belief[test_rows, test_at]))
+    if not scores:
+        return None
+    scores = np.stack(scores)  # [tasks, layers, 2]
+    counted = np.isfinite(scores)
+    total = np.where(counted, scores, 0.0).sum(0)
+    return np.divide(total, counted.sum(0), out=np.full(total.shape, np.nan), where=counted.any(0))
+
+
+def masked_positions(rows: np.ndarray, mask: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """`([n], [n])`: the row and position indices of the positions of `rows` that `mask [R, P]`
+    keeps, in row-major order (the order of boolean indexing), to gather them in one step."""
+    row, at = np.nonzero(mask[rows])
+    return torch.as_tensor(rows[row]), torch.as_tensor(at)
+
+
+def belief_record(target: str, layer, metric: str, group: str, value: float) -> dict:
+    """One probe record (`probing.layerwise`'s format, no interval); `layer` None for a record
+    of no layer (the ceiling)."""
+    return {
+        "target": target,
+        "layer": None if layer is None else int(layer),
+        "head": None,
+        "metric": metric,
+        "positions": group,
+        "value": value,
+        "ci_low": None,
+        "ci_high": None,
+    }
+
+
 def belief_records(
     features: torch.Tensor,
-    layers: list[int],
+    layers: list,
     beliefs: dict[str, np.ndarray],
     membership: np.ndarray,
     groups: tuple[str, ...],
     split: tuple[np.ndarray, np.ndarray],
     prefix: str = "",
+    row_tasks: np.ndarray | None = None,
 ) -> list[dict]:
     """Probe records (`probing.layerwise`'s format, no interval) of every layer of `features
-    [layers, R, P, D]`, belief and segment of `BELIEF_GROUPS` (`membership [G, R, P]` of
-    `groups`): targets `belief_<name>`, metrics `<prefix>r2` and `<prefix>kl` (prefix
-    "untrained_" for the twin). A segment with fewer than `MIN_POSITIONS_PER_FEATURE` (D + 1)
-    probe-train positions is left out: too few to fit a map of this width."""
+    [layers, R, P, D]` (`layers`: their numbers, or None), belief and segment of
+    `BELIEF_GROUPS` (`membership [G, R, P]` of `groups`): targets `belief_<name>`, metrics
+    `<prefix>r2`, `<prefix>log_r2` and `<prefix>kl` (prefix "untrained_" for the twin). A
+    segment with fewer than `MIN_POSITIONS_PER_FEATURE` (D + 1) probe-train positions is left
+    out: too few to fit a map of this width.
+
+    With `row_tasks [R]` (each row's task), also the target `belief_state_filter_per_task`:
+    metrics `<prefix>r2` and `<prefix>log_r2`, the mean over tasks of one state-filter map per
+    task (`per_task_scores`; no minimum of positions: the ridge copes with fewer positions
+    than features; left out where no task has both train and test positions, NaN where no
+    task's belief has spread)."""
     train, test = split
     widths = [beliefs[name].shape[-1] for name in BELIEFS]
     targets = torch.cat([torch.as_tensor(beliefs[name]).float() for name in BELIEFS], -1)  # [R, P, K]
+    per_task = torch.as_tensor(beliefs[PER_TASK_BELIEF]).float()
     out = []
     for group, mask in zip(groups, membership):
+        if group not in BELIEF_GROUPS:
+            continue
         at_train, at_test = torch.as_tensor(mask[train]), torch.as_tensor(mask[test])
         enough = int(at_train.sum()) >= MIN_POSITIONS_PER_FEATURE * (features.shape[-1] + 1)
-        if group not in BELIEF_GROUPS or not enough or not bool(at_test.any()):
-            continue
-        y_train, y_test = targets[train][at_train], targets[test][at_test]
-        for layer, layer_features in zip(layers, features):
-            x_train, x_test = layer_features[train][at_train], layer_features[test][at_test]
-            scores = belief_scores(x_train, x_test, y_train, y_test, widths)
+        if enough and bool(at_test.any()):
+            y_train, y_test = targets[train][at_train], targets[test][at_test]
+            for layer, layer_features in zip(layers, features):
+                x_train, x_test = layer_features[train][at_train], layer_features[test][at_test]
+                scores = belief_scores(x_train, x_test, y_train, y_test, widths)
+                out += [
+                    belief_record(f"belief_{belief}", layer, f"{prefix}{metric}", group, value)
+                    for (belief, metric), value in scores.items()
+                ]
+        scores = None if row_tasks is None else per_task_scores(features, per_task, mask, split, row_tasks)
+        if scores is not None:
             out += [
-                {
-                    "target": f"belief_{belief}",
-                    "layer": int(layer),
-                    "head": None,
-                    "metric": f"{prefix}{metric}",
-                    "positions": group,
-                    "value": value,
-                    "ci_low": None,
-                    "ci_high": None,
-                }
-                for (belief, metric), value in scores.items()
+                belief_record(
+                    f"belief_{PER_TASK_BELIEF}_per_task", layer, f"{prefix}{metric}", group, float(value)
+                )
+                for layer, layer_scores in zip(layers, scores)
+                for metric, value in zip(PER_TASK_METRICS, layer_scores)
             ]
     return out
+
+
+def belief_ceiling(
+    beliefs: dict[str, np.ndarray],
+    membership: np.ndarray,
+    groups: tuple[str, ...],
+    split: tuple[np.ndarray, np.ndarray],
+    row_tasks: np.ndarray | None = None,
+) -> list[dict]:
+    """What a perfect code scores: `belief_records` of the exact log beliefs as the features
+    (log(max(p, `LOG_FLOOR`)) of every belief of `BELIEFS`, concatenated; one "layer", `layer`
+    None), metrics `ceiling_r2` and `ceiling_log_r2` (no `kl`), per task as well with
+    `row_tasks`."""
+    features = torch.cat(
+        [torch.as_tensor(beliefs[name]).float().clamp_min(LOG_FLOOR).log() for name in BELIEFS], -1
+    )
+    records = belief_records(
+        features[None], [None], beliefs, membership, groups, split, CEILING_PREFIX, row_tasks
+    )
+    return [record for record in records if record["metric"] != f"{CEILING_PREFIX}kl"]

@@ -140,3 +140,58 @@ def position_group_mask(layout: SampleLayout) -> np.ndarray:
         "test": segment == test,
     }
     return np.stack([masks[group] & observation for group in POSITION_GROUPS])
+
+
+def token_features(
+    input_ids: np.ndarray, positions: np.ndarray, layout: SampleLayout, vocab_size: int
+) -> np.ndarray:
+    """`[R, P, F]` float32: the token-only baseline's features at `positions [R, P]` of the rows
+    `input_ids [R, L]` (observations 0..V-1, the delimiter V = `vocab_size`): nothing but local
+    token information, the blocks concatenated in this order
+
+    - the current token, one-hot (V + 1: the observations and the delimiter);
+    - the previous token, one-hot (V + 2: the observations, the delimiter, "none" at position 0);
+    - the segment (`layout.segment_ids()`), one-hot (N + 1);
+    - the offset in the segment (`layout.position_in_segment()`), one-hot (max(n + 1, T));
+    - the bag of the segment's observations up to and including the position, as frequencies
+      (V, summing to 1, or zeros before the first observation); a delimiter ends its
+      demonstration and sees all of it, and is not counted itself.
+    """
+    ids, at = np.asarray(input_ids).astype(np.int64), np.asarray(positions).astype(np.int64)
+    check_token_ids(ids, vocab_size)
+    segment, offset = layout.segment_ids().astype(np.int64), layout.position_in_segment()
+    previous = np.concatenate([np.full((ids.shape[0], 1), vocab_size + 1), ids[:, :-1]], 1)
+    blocks = [
+        one_hot(np.take_along_axis(ids, at, 1), vocab_size + 1),
+        one_hot(np.take_along_axis(previous, at, 1), vocab_size + 2),
+        one_hot(segment[at], layout.num_demos + 1),
+        one_hot(offset[at], max(layout.demo_length + 1, layout.test_length)),
+        segment_bags(ids, at, layout, vocab_size),
+    ]
+    return np.concatenate(blocks, -1)
+
+
+def check_token_ids(ids: np.ndarray, vocab_size: int) -> None:
+    if ids.size and (ids.min() < 0 or ids.max() > vocab_size):
+        raise ValueError(
+            f"token ids span {ids.min()}..{ids.max()}: the token features need observations 0..{vocab_size - 1} "
+            f"and the delimiter {vocab_size} (vocab_size={vocab_size}); pass the corpus's number of observations."
+        )
+
+
+def one_hot(values: np.ndarray, size: int) -> np.ndarray:
+    """`[..., size]` float32: the one-hot code of integer `values [...]` in 0..size-1."""
+    return (values[..., None] == np.arange(size)).astype(np.float32)
+
+
+def segment_bags(ids: np.ndarray, at: np.ndarray, layout: SampleLayout, vocab_size: int) -> np.ndarray:
+    """`[R, P, V]` float32: the frequencies of the observations of each position's segment, from
+    its start up to and including the position (zeros where there are none yet), from
+    cumulative counts along the row: the count up to the position minus the count before the
+    segment starts."""
+    counts = one_hot(np.where(layout.delimiter_mask(), -1, ids), vocab_size).cumsum(1)  # [R, L, V]
+    counts = np.concatenate([np.zeros_like(counts[:, :1]), counts], 1)  # [R, L + 1, V]: before position i
+    start = (np.arange(layout.sequence_length) - layout.position_in_segment())[at]
+    bag = np.take_along_axis(counts, at[..., None] + 1, 1) - np.take_along_axis(counts, start[..., None], 1)
+    total = bag.sum(-1, keepdims=True)
+    return np.divide(bag, total, out=np.zeros_like(bag), where=total > 0)

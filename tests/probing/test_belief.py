@@ -4,9 +4,15 @@ import numpy as np
 import pytest
 import torch
 
-from hmm_datasets.beliefs import BELIEFS
+from hmm_datasets.beliefs import BELIEFS, belief_states
+from hmm_datasets.corpus import open_corpus
 from probing.belief import (
+    BELIEF_GROUPS,
+    BELIEF_METRICS,
+    LOG_FLOOR,
+    belief_ceiling,
     belief_records,
+    centred_log,
     check_belief_columns,
     fit_ridge,
     kl_to_reconstruction,
@@ -14,11 +20,12 @@ from probing.belief import (
     project_to_simplex,
     r_squared,
 )
+from probing.labels import POSITION_GROUPS, position_group_mask, sample_positions, split_rows
 
 
-def random_beliefs(rows, positions, seed=0):
+def random_beliefs(rows, positions, seed=0, state_width=4):
     rng = np.random.default_rng(seed)
-    sizes = {"task_posterior": 6, "state_filter": 4, "joint_posterior": 24}
+    sizes = {"task_posterior": 6, "state_filter": state_width, "joint_posterior": 24}
     return {
         name: rng.dirichlet(np.full(k, 0.3), size=(rows, positions)).astype(np.float32)
         for name, k in sizes.items()
@@ -116,3 +123,109 @@ def test_the_top_entries_projection_equals_the_full_sort():
     for top in (4, 48):
         assert torch.equal(project_to_simplex(points, top=top), full)
     torch.testing.assert_close(full.sum(-1), torch.ones(250, dtype=torch.float64))
+
+
+def exact_log_features(beliefs):
+    """The perfect code: the concatenated log beliefs, floored as the log target is."""
+    stacked = np.concatenate([beliefs[name] for name in BELIEFS], -1)
+    return torch.as_tensor(np.log(np.maximum(stacked, LOG_FLOOR)), dtype=torch.float32)
+
+
+def test_centred_log_is_the_floored_log_minus_its_mean():
+    p = torch.tensor([[0.5, 0.5, 0.0], [0.7, 0.2, 0.1]])
+    clr = centred_log(p)
+    torch.testing.assert_close(clr.sum(-1), torch.zeros(2), atol=1e-5, rtol=0)
+    logs = torch.log(torch.tensor([0.5, 0.5, LOG_FLOOR]))
+    torch.testing.assert_close(clr[0], logs - logs.mean())
+    torch.testing.assert_close(centred_log(3 * p[1:]), clr[1:])  # blind to the normalisation
+
+
+def test_log_r2_scores_the_exact_log_belief_near_one_and_noise_near_zero():
+    rows, positions = 400, 12
+    beliefs = random_beliefs(rows, positions, state_width=12)  # Dirichlet(0.3): posteriors with spread
+    split = (np.arange(0, rows, 2), np.arange(1, rows, 2))
+    membership = np.ones((1, rows, positions), dtype=bool)
+    perfect = exact_log_features(beliefs)
+    noise = torch.randn(perfect.shape, generator=torch.Generator().manual_seed(4))
+    records = belief_records(torch.stack([perfect, noise]), [1, 2], beliefs, membership, ("test",), split)
+    value = {(r["layer"], r["target"], r["metric"]): r["value"] for r in records}
+    assert {r["metric"] for r in records} == set(BELIEF_METRICS) == {"r2", "log_r2", "kl"}
+    for name in BELIEFS:
+        assert value[(1, f"belief_{name}", "log_r2")] > 0.999
+        assert value[(1, f"belief_{name}", "r2")] < 0.9  # not linear in the probabilities
+        assert abs(value[(2, f"belief_{name}", "log_r2")]) < 0.05  # 42 noise features, 2400 positions
+
+
+def per_task_setting(tasks=4, rows_per_task=40, positions=10, width=6, seed=0):
+    """Beliefs, row tasks and features whose state filter is a linear image of the features with
+    a different map per task (fewer features than tasks x states: no one map fits them all)."""
+    rng = np.random.default_rng(seed)
+    row_tasks = np.repeat(np.arange(tasks), rows_per_task)
+    beliefs = random_beliefs(row_tasks.size, positions, seed=seed)
+    beliefs["state_filter"] = rng.dirichlet(np.ones(4), size=(row_tasks.size, positions)).astype(np.float32)
+    maps = rng.normal(size=(tasks, 4, width))[row_tasks]  # [R, S, D]
+    features = np.einsum("rps,rsd->rpd", beliefs["state_filter"], maps) + 1.0
+    return beliefs, row_tasks, torch.as_tensor(features, dtype=torch.float32)
+
+
+def test_per_task_state_filter_maps_read_what_one_pooled_map_cannot():
+    beliefs, row_tasks, features = per_task_setting()
+    split = split_rows(row_tasks, 0.5, seed=0)
+    membership = np.ones((3, *features.shape[:2]), dtype=bool)
+    membership[1] = (row_tasks == 0)[:, None]  # a segment of task 0's rows only: the other tasks are skipped
+    membership[2, split[1]] = False  # no probe-test position: no record
+    groups = ("test", "later", "demo1")
+    records = belief_records(
+        features[None], [3], beliefs, membership, groups, split, "x_", row_tasks=row_tasks
+    )
+    value = {(r["target"], r["metric"], r["positions"]): r["value"] for r in records}
+    per_task = [r for r in records if r["target"] == "belief_state_filter_per_task"]
+    assert {(r["metric"], r["positions"], r["layer"]) for r in per_task} == {
+        (metric, group, 3) for metric in ("x_r2", "x_log_r2") for group in groups[:2]
+    }
+    assert all(r["head"] is None and r["ci_low"] is None and r["ci_high"] is None for r in per_task)
+    assert value[("belief_state_filter_per_task", "x_r2", "test")] > 0.99
+    assert value[("belief_state_filter_per_task", "x_r2", "later")] > 0.99
+    assert value[("belief_state_filter", "x_r2", "test")] < 0.8  # one map pooled over the tasks
+    without = belief_records(features[None], [3], beliefs, membership, groups, split, "x_")
+    assert not any(r["target"].endswith("_per_task") for r in without)
+    assert [r for r in records if not r["target"].endswith("_per_task")] == without
+
+
+def test_per_task_maps_fit_on_fewer_positions_than_features():
+    beliefs, row_tasks, features = per_task_setting(rows_per_task=4, positions=3)  # 6 train positions a task
+    wide = torch.cat(
+        [features, torch.randn(*features.shape[:2], 20, generator=torch.Generator().manual_seed(0))], -1
+    )
+    split = split_rows(row_tasks, 0.5, seed=0)
+    membership = np.ones((1, *wide.shape[:2]), dtype=bool)
+    records = belief_records(wide[None], [0], beliefs, membership, ("test",), split, row_tasks=row_tasks)
+    assert {r["target"] for r in records} == {"belief_state_filter_per_task"}  # too few for a pooled map
+    assert all(np.isfinite(r["value"]) for r in records)
+
+
+def test_the_ceiling_is_what_the_exact_log_beliefs_score():
+    corpus = open_corpus("tiny")
+    rows = corpus.splits["test"].select(range(64)).with_format("numpy")[:]
+    layout, tasks = corpus.layout, np.asarray(rows["task_id"]).astype(np.int64)
+    positions = sample_positions(layout, tasks.size, None, seed=0)
+    beliefs = belief_states(corpus.params, rows["input_ids"], tasks, positions, device="cpu")
+    membership = position_group_mask(layout)[:, positions]
+    split = (np.arange(0, tasks.size, 2), np.arange(1, tasks.size, 2))
+    records = belief_ceiling(beliefs, membership, POSITION_GROUPS, split, row_tasks=tasks)
+    value = {(r["target"], r["metric"], r["positions"]): r["value"] for r in records}
+    assert {r["metric"] for r in records} == {"ceiling_r2", "ceiling_log_r2"}
+    assert {r["layer"] for r in records} == {None}
+    assert {r["positions"] for r in records} == set(BELIEF_GROUPS)
+    for group in BELIEF_GROUPS:
+        assert value[("belief_task_posterior", "ceiling_log_r2", group)] > 0.99
+        assert (
+            value[("belief_task_posterior", "ceiling_r2", group)]
+            < value[("belief_task_posterior", "ceiling_log_r2", group)]
+        )
+        assert np.isfinite(value[("belief_state_filter_per_task", "ceiling_log_r2", group)])
+    # per task, 62 features and ~30 probe-train positions in a demonstration, but ~60 in the test
+    assert value[("belief_state_filter_per_task", "ceiling_log_r2", "test")] > 0.99
+    assert not any(
+        r["target"].endswith("_per_task") for r in belief_ceiling(beliefs, membership, POSITION_GROUPS, split)
+    )

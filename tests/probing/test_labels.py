@@ -3,9 +3,10 @@
 import numpy as np
 import pytest
 
+from hmm_datasets import SampleLayout
 from hmm_datasets.corpus import open_corpus
 from probing import position_labels, previous_token_labels
-from probing.labels import split_rows
+from probing.labels import sample_positions, split_rows, token_features
 
 
 @pytest.mark.parametrize("distance", [1, 3, 7])
@@ -49,3 +50,68 @@ def test_probe_rows_split_into_disjoint_train_and_test_rows_of_every_task():
     )
     with pytest.raises(ValueError, match="leaves its probe-train or probe-test set empty"):
         split_rows(tasks, 1.0, seed=0)
+
+
+def token_rows(layout, vocab, rows, seed=0):
+    """Random rows with the delimiter `vocab` where the layout puts it."""
+    ids = np.random.default_rng(seed).integers(0, vocab, size=(rows, layout.sequence_length))
+    ids[:, layout.delimiter_mask()] = vocab
+    return ids
+
+
+def test_token_features_have_one_block_per_kind_of_local_information(layout):
+    vocab = 6
+    ids = token_rows(layout, vocab, rows=5)
+    positions = sample_positions(layout, 5, 10, seed=0)
+    features = token_features(ids, positions, layout, vocab)
+    width = (vocab + 1) + (vocab + 2) + (layout.num_demos + 1) + layout.test_length + vocab
+    assert features.shape == (5, 10, width) and features.dtype == np.float32
+    np.testing.assert_allclose(features[..., -vocab:].sum(-1), 1.0, rtol=1e-6)  # observation positions
+    assert (features[..., :-vocab].sum(-1) == 4).all()  # four one-hot blocks
+    short_test = SampleLayout(layout.num_demos, layout.demo_length, test_length=2)  # offsets 0..n
+    assert token_features(token_rows(short_test, vocab, 1), np.array([[0]]), short_test, vocab).shape[-1] == (
+        width - layout.test_length + layout.demo_length + 1
+    )
+    with pytest.raises(ValueError, match="vocab_size=5"):
+        token_features(ids, positions, layout, vocab - 1)
+
+
+def test_token_features_of_a_hand_checked_row():
+    layout = SampleLayout(num_demos=2, demo_length=3, test_length=5)  # offsets 0..4
+    vocab = 5  # observations 0..4, delimiter 5
+    ids = np.array([[1, 4, 1, 5, 0, 2, 2, 5, 3, 3, 0, 4, 3]])
+    positions = np.array([[0, 2, 3, 4, 7, 12]])
+    blocks = np.split(token_features(ids, positions, layout, vocab)[0], np.cumsum([6, 7, 3, 5]), -1)
+    current, previous, segment, offset = (block.argmax(-1).tolist() for block in blocks[:4])
+    assert current == [1, 1, 5, 0, 5, 3]
+    assert previous == [6, 4, 1, 5, 2, 4]  # 6: "none" at position 0; 5: the delimiter
+    assert segment == [0, 0, 0, 1, 1, 2]  # the delimiter at 3 ends demonstration 0
+    assert offset == [0, 2, 3, 0, 3, 4]
+    assert all((block.sum(-1) == 1).all() for block in blocks[:4])  # one-hot
+    expected = [
+        [0, 1, 0, 0, 0],
+        [0, 2 / 3, 0, 0, 1 / 3],
+        [0, 2 / 3, 0, 0, 1 / 3],  # the delimiter sees its demonstration, and is not counted
+        [1, 0, 0, 0, 0],  # a new segment: the bag starts afresh
+        [1 / 3, 0, 2 / 3, 0, 0],
+        [1 / 5, 0, 0, 3 / 5, 1 / 5],
+    ]
+    np.testing.assert_allclose(blocks[4], expected, rtol=1e-6)
+
+
+def test_token_bags_reset_at_every_segment_start(layout):
+    vocab = 6
+    ids = token_rows(layout, vocab, rows=3, seed=2)
+    starts = np.flatnonzero(layout.position_in_segment() == 0)
+    positions = np.broadcast_to(starts, (3, starts.size))
+    bag = token_features(ids, positions, layout, vocab)[..., -vocab:]
+    np.testing.assert_array_equal(bag, np.eye(vocab, dtype=np.float32)[ids[:, starts]])  # the token alone
+
+
+def test_the_previous_token_at_row_position_zero_is_none(layout):
+    vocab = 6
+    ids = token_rows(layout, vocab, rows=4, seed=3)
+    positions = np.tile([0, 1], (4, 1))
+    previous = token_features(ids, positions, layout, vocab)[..., vocab + 1 : 2 * vocab + 3]
+    assert (previous[:, 0].argmax(-1) == vocab + 1).all()  # "none"
+    np.testing.assert_array_equal(previous[:, 1].argmax(-1), ids[:, 0])
