@@ -35,7 +35,9 @@ from hmm_datasets.beliefs import BELIEFS
 
 from .labels import check_columns
 
-RIDGE = 1e-3  # ridge penalty, relative to the mean squared feature
+RIDGE = 1e-3  # a fixed ridge penalty, relative to the mean squared feature
+# the penalties a map chooses from, column by column, by leave-one-out error on its train positions
+RIDGE_GRID = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)
 KL_FLOOR = 1e-3  # share of the uniform distribution mixed into a reconstruction
 MIN_POSITIONS_PER_FEATURE = 2  # a map is fitted on at least 2 (D + 1) probe-train positions
 LOG_FLOOR = 1e-6  # a belief's entries are floored here before their log is taken
@@ -67,6 +69,39 @@ def fit_ridge(x: torch.Tensor, y: torch.Tensor, ridge: float = RIDGE) -> torch.T
     eye = torch.eye(x.shape[-1], dtype=gram.dtype)
     weights = torch.linalg.solve(gram + penalty * eye, (centred.mT @ (y - mean_y)).double()).float()
     return torch.cat([weights, mean_y - mean_x @ weights], -2)
+
+
+def fit_ridge_cv(x: torch.Tensor, y: torch.Tensor, grid: tuple[float, ...] = RIDGE_GRID) -> torch.Tensor:
+    """`[..., D + 1, K]` float32: `fit_ridge` with the penalty of every column of `y` chosen from
+    `grid` (relative to the mean squared centred feature) by its leave-one-out squared error on
+    the train positions, in closed form from one eigendecomposition of the Gram matrix: a map
+    fitted on fewer positions than features is shrunk as much as its own data ask, not by a
+    fixed amount. Shapes as in `fit_ridge`."""
+    x, y = x.double(), y.double()
+    n = x.shape[-2]
+    mean_x, mean_y = x.mean(-2, keepdim=True), y.mean(-2, keepdim=True)
+    centred, targets = x - mean_x, (y - mean_y).expand(*x.shape[:-1], y.shape[-1])
+    values, vectors = torch.linalg.eigh(centred.mT @ centred)  # [..., D], [..., D, D]
+    values = values.clamp_min(0)
+    scale = values.mean(-1, keepdim=True).clamp_min(1e-12)  # the mean squared feature (trace / D)
+    rotated = centred @ vectors  # [..., N, D]
+    projected = rotated.mT @ targets  # [..., D, K]
+    best_error, best_weights = None, None
+    for ridge in grid:
+        inverse = 1.0 / (values + ridge * scale)  # [..., D]
+        fitted = rotated @ (inverse[..., :, None] * projected)  # [..., N, K]
+        leverage = (rotated**2 * inverse[..., None, :]).sum(-1, keepdim=True) + 1.0 / n
+        error = ((targets - fitted) / (1 - leverage).clamp_min(1e-9)).pow(2).sum(-2)  # [..., K]
+        weights = vectors @ (inverse[..., :, None] * projected)  # [..., D, K]
+        if best_error is None:
+            best_error, best_weights = error, weights
+        else:
+            better = error < best_error
+            best_error = torch.where(better, error, best_error)
+            best_weights = torch.where(better[..., None, :], weights, best_weights)
+    return torch.cat(
+        [best_weights, mean_y.expand(*x.shape[:-2], 1, y.shape[-1]) - mean_x @ best_weights], -2
+    ).float()
 
 
 def predict(weights: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -127,13 +162,13 @@ def kl_to_reconstruction(y: torch.Tensor, y_hat: torch.Tensor, floor: float = KL
     return float(terms.sum(-1).mean())
 
 
-def belief_scores(x_train, x_test, y_train, y_test, widths: list[int], ridge: float = RIDGE) -> dict:
+def belief_scores(x_train, x_test, y_train, y_test, widths: list[int]) -> dict:
     """`(belief, metric) -> value` for the metrics of `BELIEF_METRICS`: one map from `x_train [N, D]`
     to the concatenated beliefs `y_train [N, sum(widths)]` (`BELIEFS` in order, `widths` entries
     each) and one to their centred logs (fitted together: every column is its own regression),
     scored on the test positions belief by belief."""
     width = sum(widths)
-    weights = fit_ridge(x_train, torch.cat([y_train, centred_logs(y_train, widths)], -1), ridge)
+    weights = fit_ridge_cv(x_train, torch.cat([y_train, centred_logs(y_train, widths)], -1))
     y_hat, log_hat = predict(weights, x_test).split([width, width], -1)
     parts = zip(
         BELIEFS,
@@ -150,12 +185,12 @@ def belief_scores(x_train, x_test, y_train, y_test, widths: list[int], ridge: fl
     return out
 
 
-def task_scores(x_train, x_test, y_train, y_test, ridge: float = RIDGE) -> np.ndarray:
+def task_scores(x_train, x_test, y_train, y_test) -> np.ndarray:
     """`[layers, 2]`: the `r2` and `log_r2` of one map per layer from `x_train [layers, N, D]` to
     one belief `y_train [N, K]` and one to its centred log, scored on `x_test [layers, M, D]`
     against `y_test [M, K]` (NaN without spread)."""
     width = y_train.shape[-1]
-    weights = fit_ridge(x_train, torch.cat([y_train, centred_log(y_train)], -1), ridge)
+    weights = fit_ridge_cv(x_train, torch.cat([y_train, centred_log(y_train)], -1))
     log_test = centred_log(y_test)
     scores = [
         (r_squared(y_test, guess[:, :width]), r_squared(log_test, guess[:, width:]))

@@ -30,6 +30,7 @@ REQUIRED_SEEDS = 6
 AGREEING_SHARE = 5 / 6
 ALPHA = 0.05
 VACUOUS = 1e-6
+MIN_GAIN = 0.02  # a curve gaining less over its embeddings is decoded there already (shares of gain)
 VERDICTS = ("holds", "contradicted", "not testable", "n/a", "undecided")
 NA, NOT_TESTABLE = "n/a", "not testable"  # the kinds of a missing per-seed statistic
 # t quantiles (0.975) for an across-seed interval with n - 1 degrees of freedom.
@@ -232,12 +233,14 @@ def slope(depths, values) -> float | None:
 
 def shares_of_gain(values) -> np.ndarray:
     """`[L]` for a curve over layers 0..L: at each layer l >= 1 the share of the curve's gain
-    reached, clip((v_l - v_0) / (max over l >= 1 of v - v_0), 0, 1); all 0 without a gain."""
+    over the embeddings reached so far, (max over j <= l of v_j - v_0) / (max of v - v_0). A
+    curve that gains less than `MIN_GAIN` is as decodable at the embeddings as anywhere: its
+    share is 1 at every layer."""
     v = np.asarray(values, dtype=np.float64)
-    gain = float(np.max(v[1:]) - v[0])
-    if not gain > 0:
-        return np.zeros(v.size - 1)
-    return np.clip((v[1:] - v[0]) / gain, 0.0, 1.0)
+    reached = np.maximum.accumulate(v)[1:] - v[0]
+    if not reached[-1] >= MIN_GAIN:
+        return np.ones(v.size - 1)
+    return np.clip(reached / reached[-1], 0.0, 1.0)
 
 
 def gain_lead(earlier, later) -> float:

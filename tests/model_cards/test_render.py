@@ -28,7 +28,11 @@ def summary():
 
 def test_the_results_section_shows_the_numbers_and_each_claims_effect_over_the_twin(summary):
     claim = summary["claims"][4]  # the task posterior's rise: own, over the twin and over the tokens
-    claim["own"]["mean"], claim["floors"]["twin"]["mean"], claim["floors"]["tokens"]["mean"] = 0.25, 0.125, -0.5
+    claim["own"]["mean"], claim["floors"]["twin"]["mean"], claim["floors"]["tokens"]["mean"] = (
+        0.25,
+        0.125,
+        -0.5,
+    )
     claim["split_spread"]["mean"] = 0.0625
     section = render_results_section(summary)
     assert (

@@ -122,8 +122,9 @@ def test_slope_and_shares_of_gain_on_known_curves():
     depths = np.array([0.25, 0.5, 0.75, 1.0])
     assert slope(depths, 2 * depths + 1) == pytest.approx(2.0)
     assert slope([0.5], [1.0]) is None
-    assert shares_of_gain([0.0, 0.5, 1.0, 0.5]).tolist() == [0.5, 1.0, 0.5]
-    assert shares_of_gain([0.3, 0.2, 0.1]).tolist() == [0.0, 0.0]  # no gain
+    assert shares_of_gain([0.0, 0.5, 1.0, 0.5]).tolist() == [0.5, 1.0, 1.0]  # a reached level stays reached
+    assert shares_of_gain([0.3, 0.2, 0.1]).tolist() == [1.0, 1.0]  # best at the embeddings: reached there
+    assert shares_of_gain([0.3, 0.31, 0.3]).tolist() == [1.0, 1.0]  # a gain below 0.02 counts as none
 
 
 def test_gain_lead_decides_which_curve_rises_first():
