@@ -244,7 +244,10 @@ CLAIM_COLUMNS = (  # the claims table of one model: header -> cell text of a dec
     ("own", lambda c: across_seeds_text(c["own"], "+.3f")),
     ("over twin", lambda c: floor_effect_text(c, "twin")),
     ("over token-only", lambda c: floor_effect_text(c, "tokens")),
-    ("spread across splits", lambda c: across_seeds_text(c["split_spread"], ".3f")),
+    (
+        "spread across splits",
+        lambda c: across_seeds_text(c["split_spread"], ".3f") if c["split_spread"]["n"] else "—",
+    ),
     ("verdict", lambda c: c["label"]),
 )
 

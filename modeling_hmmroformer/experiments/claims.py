@@ -348,11 +348,16 @@ def layer_one(profile: dict) -> dict:
 def decide_claims(per_seed: list[dict[str, dict]]) -> list[dict]:
     """Every claim of one cell decided by the rule (`verdicts.decide_cell`) from the
     `model_statistics` of each seed: per claim its words, its tests and verdict, and the spread
-    of its own statistic across probe splits (max minus min, across seeds)."""
+    of its own statistic across probe splits (max minus min, across seeds; none for Figures 1 and
+    2, which read no probe)."""
     decided = decide_cell([([seed[claim.key] for seed in per_seed], claim.direction) for claim in CLAIMS])
     rows = []
     for claim, tests in zip(CLAIMS, decided):
-        spreads = [np.ptp(s[claim.key]["own_by_split"]) for s in per_seed if s[claim.key]["own_by_split"]]
+        spreads = [
+            np.ptp(s[claim.key]["own_by_split"])
+            for s in per_seed
+            if s[claim.key]["own_by_split"] and claim.figure.startswith("3")  # probe claims only
+        ]
         rows.append(
             {
                 "key": claim.key,
