@@ -2,7 +2,7 @@
 
 Following Shai et al. (2024), "Transformers represent belief state geometry in their residual
 stream": at every layer, a ridge regression (with a bias; its penalty chosen per target entry by
-generalized cross-validation, `fit_ridge_cv`) from the hidden state at a position
+cross-validation, `fit_ridge_cv`) from the hidden state at a position
 to the exact Bayesian belief there (`hmm_datasets.beliefs`: the task posterior, the true
 task's state filter, the joint posterior over (task, state)). One map per layer, belief and
 segment (`BELIEF_GROUPS`: demonstration 1, demonstration 2, the later demonstrations, the test
@@ -37,8 +37,9 @@ from hmm_datasets.beliefs import BELIEFS
 from .labels import check_columns
 
 RIDGE = 1e-3  # a fixed ridge penalty, relative to the mean squared feature
-# the penalties a map chooses from, column by column, by generalized cross-validation (`fit_ridge_cv`)
+# the penalties a map chooses from, column by column, by cross-validation (`fit_ridge_cv`)
 RIDGE_GRID = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)
+EXACT_LOO_PER_FEATURE = 10  # below this many train positions per feature, exact leave-one-out
 KL_FLOOR = 1e-3  # share of the uniform distribution mixed into a reconstruction
 MIN_POSITIONS_PER_FEATURE = 2  # a map is fitted on at least 2 (D + 1) probe-train positions
 LOG_FLOOR = 1e-6  # a belief's entries are floored here before their log is taken
@@ -74,37 +75,58 @@ def fit_ridge(x: torch.Tensor, y: torch.Tensor, ridge: float = RIDGE) -> torch.T
 
 def fit_ridge_cv(x: torch.Tensor, y: torch.Tensor, grid: tuple[float, ...] = RIDGE_GRID) -> torch.Tensor:
     """`[..., D + 1, K]` float32: `fit_ridge` with the penalty of every column of `y` chosen from
-    `grid` (relative to the mean squared centred feature) by generalized cross-validation on
-    the train positions (Golub, Heath and Wahba 1979: the residual sum of squares over
-    (1 - degrees of freedom / N)², the leave-one-out error with the leverages averaged), in
-    closed form from one eigendecomposition of the Gram matrix: a map fitted on fewer positions
-    than features is shrunk as much as its own data ask, not by a fixed amount. Shapes as in
+    `grid` (relative to the mean squared centred feature) by its cross-validated squared error
+    on the train positions, in closed form from one eigendecomposition of the Gram matrix: a map
+    fitted on fewer positions than features is shrunk as much as its own data ask, not by a
+    fixed amount. The error is the exact leave-one-out error where the map has fewer than
+    `EXACT_LOO_PER_FEATURE` positions per feature, and generalized cross-validation above
+    (Golub, Heath and Wahba 1979: the leave-one-out error with the leverages averaged, which
+    many positions even out; it costs no pass over the positions per penalty). Shapes as in
     `fit_ridge`."""
     x, y = x.double(), y.double()
-    n = x.shape[-2]
+    n, width = x.shape[-2], x.shape[-1]
     mean_x, mean_y = x.mean(-2, keepdim=True), y.mean(-2, keepdim=True)
     centred, targets = x - mean_x, y - mean_y
     values, vectors = torch.linalg.eigh(centred.mT @ centred)  # [..., D], [..., D, D]
     values = values.clamp_min(0)
     scale = values.mean(-1, keepdim=True).clamp_min(1e-12)  # the mean squared feature (trace / D)
-    projected = vectors.mT @ (centred.mT @ targets)  # [..., D, K]: the targets on each eigenvector
-    total = (targets**2).sum(-2)  # [..., K]
-    explained = projected**2 / values.clamp_min(1e-300)[..., :, None]  # what each direction can fit
-    best_error = torch.full_like(total, torch.inf)
+    rotated = centred @ vectors  # [..., N, D]
+    projected = rotated.mT @ targets  # [..., D, K]: the targets on each eigenvector
+    exact = n < EXACT_LOO_PER_FEATURE * (width + 1)
+    best_error = torch.full(projected.shape[:-2] + projected.shape[-1:], torch.inf, dtype=x.dtype)
     best_inverse = torch.zeros_like(projected)
     for ridge in grid:
         inverse = 1.0 / (values + ridge * scale)  # [..., D]
-        shrink = values * inverse  # [..., D]: 0 (all shrunk) .. 1 (not at all)
-        residual = total - (explained * (2 * shrink - shrink**2)[..., :, None]).sum(-2)  # [..., K]
-        freedom = 1.0 - (shrink.sum(-1, keepdim=True) + 1.0) / n  # the bias is one more
-        error = torch.where(freedom > 0, residual / freedom.clamp_min(1e-12) ** 2, torch.inf)
+        if exact:
+            error = leave_one_out_error(rotated, targets, projected, inverse, n)
+        else:
+            error = generalized_cv_error(values, targets, projected, inverse, n)
         better = error < best_error  # [..., K]
         best_inverse = torch.where(better[..., None, :], inverse[..., :, None], best_inverse)
         best_error = torch.where(better, error, best_error)
     weights = vectors @ (best_inverse * projected)  # [..., D, K]
-    return torch.cat(
-        [weights, mean_y.expand(*weights.shape[:-2], 1, y.shape[-1]) - mean_x @ weights], -2
-    ).float()
+    bias = mean_y.expand(*weights.shape[:-2], 1, y.shape[-1]) - mean_x @ weights
+    return torch.cat([weights, bias], -2).float()
+
+
+def leave_one_out_error(rotated, targets, projected, inverse, n: int) -> torch.Tensor:
+    """`[..., K]`: the leave-one-out squared error of a ridge fit (eigenbasis `rotated [..., N,
+    D]`, `inverse` = 1 / (eigenvalue + penalty)), each residual over 1 - its leverage (the
+    bias's 1 / N included)."""
+    fitted = rotated @ (inverse[..., :, None] * projected)  # [..., N, K]
+    leverage = (rotated**2 * inverse[..., None, :]).sum(-1, keepdim=True) + 1.0 / n
+    return ((targets - fitted) / (1 - leverage).clamp_min(1e-9)).pow(2).sum(-2)
+
+
+def generalized_cv_error(values, targets, projected, inverse, n: int) -> torch.Tensor:
+    """`[..., K]`: the generalized cross-validation error of a ridge fit, residual sum of squares
+    / (1 - degrees of freedom / N)², from the eigenvalues alone (infinite where the fit has as
+    many degrees of freedom as positions)."""
+    shrink = values * inverse  # [..., D]: 0 (all shrunk) .. 1 (not at all)
+    explained = projected**2 / values.clamp_min(1e-300)[..., :, None]  # what each direction can fit
+    residual = (targets**2).sum(-2) - (explained * (2 * shrink - shrink**2)[..., :, None]).sum(-2)
+    freedom = 1.0 - (shrink.sum(-1, keepdim=True) + 1.0) / n  # the bias is one more
+    return torch.where(freedom > 0, residual / freedom.clamp_min(1e-12) ** 2, torch.inf)
 
 
 def predict(weights: torch.Tensor, x: torch.Tensor) -> torch.Tensor:

@@ -256,3 +256,24 @@ def test_a_map_on_fewer_positions_than_features_is_shrunk_enough_to_generalise()
     fixed = r_squared(y[test], predict(fit_ridge(x[train], y[train]), x[test]))
     chosen = r_squared(y[test], predict(fit_ridge_cv(x[train], y[train]), x[test]))
     assert chosen > 0.2 and chosen > fixed + 0.2
+
+
+def test_generalized_cross_validation_agrees_with_leave_one_out_on_many_positions():
+    from probing.belief import generalized_cv_error, leave_one_out_error
+
+    generator = torch.Generator().manual_seed(7)
+    x = torch.randn(2000, 6, generator=generator).double()
+    y = (
+        x[:, :2] @ torch.randn(2, 2, generator=generator).double()
+        + torch.randn(2000, 2, generator=generator).double()
+    )
+    centred, targets = x - x.mean(0), y - y.mean(0)
+    values, vectors = torch.linalg.eigh(centred.T @ centred)
+    rotated = centred @ vectors
+    projected = rotated.T @ targets
+    for ridge in (1e-3, 1.0, 100.0):
+        inverse = 1.0 / (values + ridge * values.mean())
+        exact = leave_one_out_error(rotated, targets, projected, inverse, 2000)
+        torch.testing.assert_close(
+            generalized_cv_error(values, targets, projected, inverse, 2000), exact, rtol=2e-3, atol=0
+        )
