@@ -18,7 +18,7 @@ baselines, bootstrap draws, patterns) is the same code.
 
 Writes results/probe_estimators.json: the seconds of the probe stage (captures, probes, belief
 probes, shuffle test; no twin) with each estimator, the differences of every accuracy record
-(largest and mean absolute, per target), and the verdicts of Figure 3(a) and 3(b) under each.
+(largest and mean absolute, per target), and the numbers of Figure 3(a) and 3(b) under each.
 """
 
 from __future__ import annotations
@@ -84,16 +84,15 @@ def accuracy_differences(reference: list[dict], other: list[dict]) -> dict:
     return {"by_target": summary, "max": max(every), "mean": float(np.mean(every)), "records": len(every)}
 
 
-def verdicts(results: dict) -> dict:
-    """The Figure 3(a) and 3(b) verdicts and their deciding numbers."""
+def pattern_numbers(results: dict) -> dict:
+    """The Figure 3(a) and 3(b) numbers `probing` reports (no verdicts: those are the claims
+    module's)."""
     a, b = results["patterns"]["figure3a"], results["patterns"]["figure3b"]
     return {
-        "hidden_state_before_task": a["hidden_state_before_task"],
         "mean_reach_difference": a["mean_reach_difference"],
-        "task_rises_across_layers": a["task_rises_across_layers"],
-        "accuracy_falls_with_distance": b["accuracy_falls_with_distance"],
-        "all_rise_then_fall": b["all_rise_then_fall"],
-        "peak_layer_moves_up": b["peak_layer_moves_up"],
+        "task_first_layer_fraction": a["task_first_layer_fraction"],
+        "task_last_layer_fraction": a["task_last_layer_fraction"],
+        "accuracy_drop": b["accuracy_drop"],
         "peak_layer_shift": b["peak_layer_shift"],
     }
 
@@ -128,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             "least_squares": exact["timings_s"]["probes"],
         },
         "accuracy_difference": accuracy_differences(lbfgs["records"], exact["records"]),
-        "verdicts": {"lbfgs_logistic": verdicts(lbfgs), "least_squares": verdicts(exact)},
+        "patterns": {"lbfgs_logistic": pattern_numbers(lbfgs), "least_squares": pattern_numbers(exact)},
     }
     print(f"probe stage: L-BFGS {lbfgs_s:.1f} s, least squares {exact_s:.1f} s")
     print(f"largest accuracy difference {result['accuracy_difference']['max']:.3f}")
