@@ -380,7 +380,7 @@ PRESETS = {
             probe={
                 "num_probe_tasks": 4,
                 "rows_per_task": 8,
-                "positions_per_row": 8,
+                "positions_per_row": None,  # every position: demonstration 1 has enough for its belief maps
                 "distances": (1, 2),
                 "num_resamples": 50,
                 "shuffle_rows": 16,
