@@ -4,7 +4,10 @@ Probe rows: `rows_per_task` fresh rows of each of the first `num_probe_tasks` ta
 from the corpus's own HMMs with its sampler (a task-identity probe needs several rows of
 each task it names; a test split of the `paper` corpus has fewer rows than tasks). Rows of
 every task are split into probe-train and probe-test. The shuffle test and the attention
-maps read the corpus's test split.
+maps read the corpus's test split. The curves the claims read (`splits`: previous-token
+accuracy, belief probes on the first demonstration) are measured again on `num_splits` seeded
+splits, for the model (its last layer before the final norm), its twin and a token-only
+baseline; `probing` returns curves and numbers, never a verdict.
 """
 
 from __future__ import annotations
@@ -330,10 +333,7 @@ def split_curves(
     on all probe-test rows and on each half of them (`accuracy_curves`), and the belief probes
     on the deciding segment (per-task state-filter maps included); and the beliefs' ceiling (the
     exact log beliefs as features)."""
-    halves = np.zeros(split[1].size, dtype=bool)
-    halves[np.random.default_rng([seed, HALVES_STREAM]).permutation(split[1].size)[: split[1].size // 2]] = (
-        True
-    )
+    halves = row_halves(split[1].size, seed)
     groups = (DECIDING_POSITIONS,)
     out = {}
     for name, features in networks.items():
@@ -361,6 +361,13 @@ def split_curves(
         )
     }
     return out
+
+
+def row_halves(num_rows: int, seed: int) -> np.ndarray:
+    """`[num_rows]` bool: a seeded half of the rows (True), the other half False."""
+    halves = np.zeros(num_rows, dtype=bool)
+    halves[np.random.default_rng([seed, HALVES_STREAM]).permutation(num_rows)[: num_rows // 2]] = True
+    return halves
 
 
 def belief_curves(records: list[dict], prefix: str = "") -> dict[str, dict[str, list[float]]]:
