@@ -192,6 +192,7 @@ def render_study_report(summary: dict, machine: dict) -> str:
     environment.filters["stat"] = across_seeds_text
     environment.filters["verdict_cell"] = verdict_cell_text
     environment.filters["floor_effect"] = floor_effect_text
+    environment.filters["split_spread"] = split_spread_text
     environment.filters["num"] = number_text
     environment.filters["spread"] = seconds_spread_text
     template = environment.from_string(STUDY_REPORT_TEMPLATE.read_text())
@@ -244,12 +245,15 @@ CLAIM_COLUMNS = (  # the claims table of one model: header -> cell text of a dec
     ("own", lambda c: across_seeds_text(c["own"], "+.3f")),
     ("over twin", lambda c: floor_effect_text(c, "twin")),
     ("over token-only", lambda c: floor_effect_text(c, "tokens")),
-    (
-        "spread across splits",
-        lambda c: across_seeds_text(c["split_spread"], ".3f") if c["split_spread"]["n"] else "—",
-    ),
+    ("spread across splits", lambda c: split_spread_text(c["split_spread"])),
     ("verdict", lambda c: c["label"]),
 )
+
+
+def split_spread_text(spread: dict) -> str:
+    """The mean spread of a claim's own statistic across probe splits; "—" for a claim that reads
+    no probe (Figures 1 and 2)."""
+    return f"{spread['mean']:.3f}" if spread["n"] else "—"
 
 
 def claim_rows(claims: list[dict]) -> list[list[str]]:
