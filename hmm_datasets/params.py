@@ -195,10 +195,16 @@ def _dirichlet_rows(rng: np.random.Generator, concentration: float, shape: tuple
     return rows / rows.sum(-1, keepdims=True, dtype=np.float32)
 
 
-def sample_hmm_params(config: HMMMixtureConfig) -> HMMParams:
-    """Draw the parameters of every task of `config` at once (deterministic in `config.seed`)."""
-    rng = np.random.default_rng(np.random.SeedSequence(config.seed, spawn_key=(_PARAMS_SEED_KEY,)))
-    k, s, v = config.num_tasks, config.num_states, config.vocab_size
+def sample_hmm_params(
+    config: HMMMixtureConfig, num_tasks: int | None = None, stream: tuple[int, ...] = (_PARAMS_SEED_KEY,)
+) -> HMMParams:
+    """Draw the parameters of `num_tasks` HMMs (default: every task of `config`) from the prior
+    `config` describes, at once; deterministic in `config.seed` and `stream` (the mixture's own
+    stream by default: other streams draw other HMMs from the same prior). The task prior is
+    `config`'s for the mixture's own draw, uniform for any other number of HMMs."""
+    rng = np.random.default_rng(np.random.SeedSequence(config.seed, spawn_key=tuple(stream)))
+    k = config.num_tasks if num_tasks is None else int(num_tasks)
+    s, v = config.num_states, config.vocab_size
     initial = _dirichlet_rows(rng, config.initial_concentration, (k, s))
     emissions = _dirichlet_rows(rng, config.emission_concentration, (k, s, v))
     if config.transition_rank is None:
@@ -209,7 +215,8 @@ def sample_hmm_params(config: HMMMixtureConfig) -> HMMParams:
         left = _dirichlet_rows(rng, config.transition_concentration, (k, s, d))
         right = _dirichlet_rows(rng, config.transition_concentration, (k, d, s))
         transitions = compose_transitions(left, right)
-    prior = config.task_prior_array().astype(np.float32)
+    own = num_tasks is None and tuple(stream) == (_PARAMS_SEED_KEY,)
+    prior = (config.task_prior_array() if own else np.full(k, 1.0 / k)).astype(np.float32)
     return HMMParams(prior, initial, transitions, emissions, left, right)
 
 
