@@ -13,10 +13,10 @@ from .bayes import BayesOptimalPredictor, BayesPrediction
 from .ceiling import accuracy_table, format_accuracy_table
 from .config import GENERATOR_VERSION, PRESETS, SPLITS, HMMMixtureConfig, get_preset
 from .corpus import Corpus, check_model_fits_corpus, checkpoint_corpus, open_corpus
-from .export import export_corpus, load_corpus_config, load_hmm_params
-from .hmm_mixture import HMMMixture, builder_for, corpus_features, load_hmm_mixture
+from .export import export_corpus, load_corpus_config, load_hmm_params, load_unseen_params
+from .hmm_mixture import HMMMixture, builder_for, corpus_features, load_hmm_mixture, tables_for_split
 from .layout import SampleLayout, keep_last_demos
-from .params import HMMParams, sample_hmm_params, task_diagnostics
+from .params import HMMParams, check_disjoint, sample_hmm_params, task_diagnostics, unseen_task_params
 from .registration import DATASET_NAME, RegistrationError, register
 from .sampler import SamplingTables, generate_rows
 
@@ -43,6 +43,7 @@ __all__ = [
     "SamplingTables",
     "accuracy_table",
     "builder_for",
+    "check_disjoint",
     "check_model_fits_corpus",
     "checkpoint_corpus",
     "corpus_features",
@@ -54,8 +55,11 @@ __all__ = [
     "load_corpus_config",
     "load_hmm_mixture",
     "load_hmm_params",
+    "load_unseen_params",
     "open_corpus",
     "register",
     "sample_hmm_params",
+    "tables_for_split",
     "task_diagnostics",
+    "unseen_task_params",
 ]

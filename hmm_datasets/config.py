@@ -18,7 +18,9 @@ from typing import Any
 import datasets
 import numpy as np
 
-SPLITS = ("train", "validation", "test")
+# `test_unseen` is last: a split's row streams are keyed by its index here (`sampler.block_rng`),
+# so appending keeps every other split's rows byte for byte.
+SPLITS = ("train", "validation", "test", "test_unseen")
 # Bump when the generating code changes what a seed produces (part of the cache key,
 # together with a hash of the generating modules' source, see `hmm_mixture.py`).
 GENERATOR_VERSION = datasets.Version("1.0.0")
@@ -50,6 +52,7 @@ class HMMMixtureConfig(datasets.BuilderConfig):
     num_train: int = 16384
     num_validation: int = 1024
     num_test: int = 1024
+    num_test_unseen: int = 0
     initial_concentration: float = 1.0
     transition_concentration: float = 0.1
     emission_concentration: float = 0.1
@@ -76,7 +79,7 @@ class HMMMixtureConfig(datasets.BuilderConfig):
         }
         for name, meaning in positive.items():
             _check_int(name, getattr(self, name), minimum=1, meaning=meaning)
-        for name in ("num_demos", "num_validation", "num_test"):
+        for name in ("num_demos", "num_validation", "num_test", "num_test_unseen"):
             _check_int(name, getattr(self, name), minimum=0, meaning="a count")
         _check_int("seed", self.seed, minimum=0, meaning="the generator seed")
         for name in ("num_states", "vocab_size"):
@@ -130,6 +133,7 @@ class HMMMixtureConfig(datasets.BuilderConfig):
         return self.num_demos * (self.demo_length + 1) + self.test_length
 
     def num_rows(self, split: str) -> int:
+        """Rows of `split` (0: the corpus has no such split)."""
         if split not in SPLITS:
             raise ValueError(f"split={split!r} is not one of {SPLITS}.")
         return getattr(self, f"num_{split}")
@@ -257,6 +261,17 @@ PRESETS: dict[str, HMMMixtureConfig] = {
         seed=0,
     ),
 }
+
+
+def _diversity_preset(num_tasks: int) -> HMMMixtureConfig:
+    """`small`'s prior and layout with `num_tasks` HMMs, 65,536 train rows and 1024 rows of unseen
+    HMMs: the task-diversity study (seen vs unseen tasks at 2048, 128, 8 train rows per HMM)."""
+    name = f"diversity-{num_tasks}"
+    overrides = {"name": name, "num_tasks": num_tasks, "num_train": 65536, "num_test_unseen": 1024}
+    return HMMMixtureConfig.from_dict({**PRESETS["small"].to_dict(), **overrides})
+
+
+PRESETS.update({f"diversity-{k}": _diversity_preset(k) for k in (32, 512, 8192)})
 
 
 def get_preset(name: str, **overrides: Any) -> HMMMixtureConfig:

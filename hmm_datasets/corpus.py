@@ -21,6 +21,7 @@ from .export import (
     check_corpus_folder,
     load_corpus_config,
     load_hmm_params,
+    load_unseen_params,
     local_folder,
 )
 from .hmm_mixture import load_hmm_mixture
@@ -30,12 +31,17 @@ from .params import HMMParams
 
 @dataclass
 class Corpus:
-    """A corpus with what travels with it: its config and HMM parameters."""
+    """A corpus with what travels with it: its config and HMM parameters.
 
-    splits: Any  # datasets.DatasetDict with train / validation / test
+    `params` are the mixture's K HMMs (train / validation / test); `unseen_params` the
+    `num_test_unseen` HMMs of the test_unseen split, none of them in the mixture (None without it).
+    """
+
+    splits: Any  # datasets.DatasetDict with train / validation / test (/ test_unseen)
     config: HMMMixtureConfig
     params: HMMParams
     source: str
+    unseen_params: HMMParams | None = None
 
     @property
     def layout(self) -> SampleLayout:
@@ -58,15 +64,15 @@ def open_corpus(source: str | HMMMixtureConfig, num_proc: int | None = None) -> 
     if isinstance(source, HMMMixtureConfig) or source in PRESETS:
         config = source if isinstance(source, HMMMixtureConfig) else get_preset(source)
         splits = load_hmm_mixture(config, num_proc=num_proc)
-        return Corpus(splits, config, load_hmm_params(config), config.name)
+        return Corpus(splits, config, load_hmm_params(config), config.name, load_unseen_params(config))
     try:
         folder = local_folder(source, "dataset")
     except ValueError as error:
         raise ValueError(f"{error} Or name a corpus preset: {', '.join(sorted(PRESETS))}.") from error
     check_corpus_folder(folder)
     config = load_corpus_config(folder)
-    params = load_hmm_params(folder)
-    return Corpus(load_exported_splits(folder), config, params, str(source))
+    params, unseen = load_hmm_params(folder), load_unseen_params(folder)
+    return Corpus(load_exported_splits(folder), config, params, str(source), unseen)
 
 
 def load_exported_splits(folder: Path):

@@ -4,6 +4,7 @@
       README.md                 dataset card (YAML `configs:` so `load_dataset(folder)` works)
       data/train-00000-of-00002.parquet ...
       hmm_params.safetensors    the HMM parameters
+      hmm_params_unseen.safetensors   the test_unseen split's HMMs (only with num_test_unseen > 0)
       hmm_mixture_config.json   the HMMMixtureConfig that generated it
       bayes_accuracy.json       the Bayes-optimal / oracle accuracy table
       corpus_manifest.json      every file above but the card, with its size and SHA-256 (written last)
@@ -35,9 +36,15 @@ from model_cards.render import render_dataset_card
 from .bayes import BayesOptimalPredictor
 from .ceiling import accuracy_table, format_accuracy_table
 from .config import GENERATOR_VERSION, PRESETS, SPLITS, HMMMixtureConfig
-from .hmm_mixture import CONFIG_MARKER, builder_for, generator_code_hash, params_for_config
+from .hmm_mixture import (
+    CONFIG_MARKER,
+    builder_for,
+    generator_code_hash,
+    params_for_config,
+    unseen_params_for_config,
+)
 from .layout import SampleLayout
-from .params import PARAMS_FILENAME, HMMParams, task_diagnostics
+from .params import PARAMS_FILENAME, UNSEEN_PARAMS_FILENAME, HMMParams, task_diagnostics
 
 CONFIG_FILENAME = "hmm_mixture_config.json"
 TABLE_FILENAME = "bayes_accuracy.json"
@@ -180,7 +187,7 @@ def foreign_files(folder: Path) -> list[str]:
     if manifest.is_file():
         ours = set(json.loads(manifest.read_text())["files"])
     else:
-        ours = {CONFIG_FILENAME, PARAMS_FILENAME, TABLE_FILENAME}
+        ours = {CONFIG_FILENAME, PARAMS_FILENAME, UNSEEN_PARAMS_FILENAME, TABLE_FILENAME}
         ours |= {p.relative_to(folder).as_posix() for p in (folder / DATA_DIR).glob("*-*-of-*.parquet")}
     ours |= {CARD_FILENAME, MANIFEST_FILENAME, DATA_DIR}
     found = (path.relative_to(folder).as_posix() for path in folder.rglob("*"))
@@ -240,7 +247,7 @@ def _write_corpus(config: HMMMixtureConfig, out: Path, *, num_proc, table_rows: 
             datasets.enable_progress_bars()
     (out / DATA_DIR).mkdir()
     for split in SPLITS:
-        files = sorted(prepare_dir.glob(f"*-{split}*.parquet"))
+        files = _prepared_shards(prepare_dir, split)
         for index, path in enumerate(files):
             path.rename(out / DATA_DIR / f"{split}-{index:05d}-of-{len(files):05d}.parquet")
     shutil.rmtree(prepare_dir)
@@ -250,6 +257,9 @@ def _write_corpus(config: HMMMixtureConfig, out: Path, *, num_proc, table_rows: 
 
     params = params_for_config(config)
     params.save(out / PARAMS_FILENAME)
+    unseen = unseen_params_for_config(config)
+    if unseen is not None:
+        unseen.save(out / UNSEEN_PARAMS_FILENAME)
     record = {
         **config.to_dict(),
         "generator_version": str(GENERATOR_VERSION),
@@ -270,6 +280,12 @@ def _write_corpus(config: HMMMixtureConfig, out: Path, *, num_proc, table_rows: 
             progress=progress,
         )
         (out / TABLE_FILENAME).write_text(json.dumps(table, indent=2) + "\n")
+
+
+def _prepared_shards(prepare_dir: Path, split: str) -> list[Path]:
+    """The Parquet files `datasets` prepared for `split` (`NAME-test.parquet`, `NAME-test-00000-of-00002.parquet`),
+    never another split whose name starts with it (`NAME-test_unseen-...`)."""
+    return sorted([*prepare_dir.glob(f"*-{split}.parquet"), *prepare_dir.glob(f"*-{split}-[0-9]*.parquet")])
 
 
 def _read_table(folder: Path) -> dict | None:
@@ -360,6 +376,7 @@ def dataset_card_facts(
         "code_hash": generator_code_hash(),
         "data_dir": DATA_DIR,
         "params_file": PARAMS_FILENAME,
+        "unseen": _unseen_facts(config),
         "splits": [
             {
                 "name": split,
@@ -384,10 +401,17 @@ def dataset_card_facts(
     }
 
 
+def _unseen_facts(config: HMMMixtureConfig) -> dict | None:
+    """What the card says of the test_unseen split, or None without it."""
+    if config.num_test_unseen == 0:
+        return None
+    return {"num_hmms": config.num_test_unseen, "params_file": UNSEEN_PARAMS_FILENAME}
+
+
 def _regenerate_args(config: HMMMixtureConfig) -> str:
     """`"small", num_tasks=64` : the load_dataset arguments that give this config."""
-    base_name = config.name if config.name in PRESETS else config.name.split("-")[0]
-    base = PRESETS.get(base_name, PRESETS["small"])
+    names = (config.name, config.name.removesuffix("-custom"), config.name.split("-")[0])
+    base = next((PRESETS[name] for name in names if name in PRESETS), PRESETS["small"])
     differences = {
         key: value
         for key, value in config.generation_fields().items()
@@ -490,3 +514,27 @@ def load_hmm_params(source) -> HMMParams:
             params.check_matches(load_corpus_config(folder))
         return params
     return params_for_config(load_corpus_config(source))
+
+
+def load_unseen_params(source) -> HMMParams | None:
+    """The HMMs of a corpus's test_unseen split (`num_test_unseen` of them, uniform prior), or None
+    when it has none; `source` as for `load_hmm_params` (a folder or Hub dataset repo reads
+    `hmm_params_unseen.safetensors`, checked against its config; a dataset or a config regenerates them)."""
+    if isinstance(source, HMMMixtureConfig):
+        return unseen_params_for_config(source)
+    if not isinstance(source, (str, os.PathLike)):
+        return unseen_params_for_config(load_corpus_config(source))
+    folder = local_folder(source, "dataset", [UNSEEN_PARAMS_FILENAME, CONFIG_FILENAME])
+    config = load_corpus_config(folder)
+    if config.num_test_unseen == 0:
+        return None
+    path = folder / UNSEEN_PARAMS_FILENAME
+    if not path.is_file():
+        raise ValueError(
+            f"{folder} has no {UNSEEN_PARAMS_FILENAME} although its config has num_test_unseen="
+            f"{config.num_test_unseen}: export the corpus again (scripts/generate.py --overwrite), which "
+            "writes it, or regenerate them with load_unseen_params(HMMMixtureConfig(...))."
+        )
+    params = HMMParams.load(path)
+    params.check_matches(config, unseen=True)
+    return params

@@ -27,7 +27,7 @@ from datasets.table import table_cast
 from model_cards import CITATION
 
 from .config import PRESETS, SPLITS, HMMMixtureConfig, check_field_names, get_preset
-from .params import HMMParams, sample_hmm_params
+from .params import HMMParams, check_disjoint, sample_hmm_params, unseen_task_params
 from .sampler import ROWS_PER_BLOCK, SamplingTables, generate_rows
 
 CONFIG_MARKER = "hmm_mixture config:"
@@ -60,8 +60,17 @@ def describe(config: HMMMixtureConfig) -> str:
     return (
         f"Mixture of {config.num_tasks} HMMs ({config.num_states} states, {config.vocab_size} tokens, "
         f"delimiter {config.delimiter}); rows of {config.num_demos} demonstrations of "
-        f"{config.demo_length} tokens and a test sequence of {config.test_length} tokens.\n\n"
-        f"{CONFIG_MARKER}\n{config.to_json()}"
+        f"{config.demo_length} tokens and a test sequence of {config.test_length} tokens."
+        f"{_unseen_sentence(config)}\n\n{CONFIG_MARKER}\n{config.to_json()}"
+    )
+
+
+def _unseen_sentence(config: HMMMixtureConfig) -> str:
+    if config.num_test_unseen == 0:
+        return ""
+    return (
+        f" The test_unseen split's rows come from {config.num_test_unseen} fresh HMMs of the same prior, "
+        "none of them in the mixture (task_id indexes them)."
     )
 
 
@@ -71,13 +80,41 @@ def _params_from_json(config_json: str) -> HMMParams:
 
 
 @functools.lru_cache(maxsize=2)
-def _tables_from_json(config_json: str) -> SamplingTables:
-    return SamplingTables.from_params(_params_from_json(config_json))
+def _unseen_params_from_json(config_json: str) -> HMMParams | None:
+    unseen = unseen_task_params(HMMMixtureConfig.from_dict(json.loads(config_json)))
+    if unseen is not None:
+        check_disjoint(_params_from_json(config_json), unseen)
+    return unseen
+
+
+@functools.lru_cache(maxsize=4)
+def _tables_from_json(config_json: str, unseen: bool = False) -> SamplingTables:
+    params = _unseen_params_from_json(config_json) if unseen else _params_from_json(config_json)
+    return SamplingTables.from_params(params)
+
+
+def _config_json(config: HMMMixtureConfig) -> str:
+    return json.dumps(config.generation_fields(), sort_keys=True)
 
 
 def params_for_config(config: HMMMixtureConfig) -> HMMParams:
     """The HMM parameters of `config`, sampled once per process and cached."""
-    return _params_from_json(json.dumps(config.generation_fields(), sort_keys=True))
+    return _params_from_json(_config_json(config))
+
+
+def unseen_params_for_config(config: HMMMixtureConfig) -> HMMParams | None:
+    """The HMMs of `config`'s test_unseen split (None without it), sampled once per process,
+    cached, and checked to share no HMM with the mixture (`params.check_disjoint`)."""
+    return _unseen_params_from_json(_config_json(config))
+
+
+def tables_for_split(config: HMMMixtureConfig, split: str) -> SamplingTables:
+    """The `SamplingTables` the rows of `split` are drawn from (cached): the unseen HMMs' for
+    test_unseen (its `task_id` indexes them), the mixture's for every other split."""
+    unseen = split == "test_unseen"
+    if config.num_rows(split) == 0 and unseen:
+        raise ValueError(f"the config {config.name} has no test_unseen split: set num_test_unseen above 0.")
+    return _tables_from_json(_config_json(config), unseen)
 
 
 def shard_row_ranges(num_rows: int) -> list[tuple[int, int]]:
@@ -123,24 +160,22 @@ class HMMMixture(datasets.ArrowBasedBuilder):
         )
 
     def _split_generators(self, dl_manager) -> list[datasets.SplitGenerator]:
-        _tables_from_json(self._config_json())  # sample here, so forked workers inherit it
+        splits = [split for split in SPLITS if self.config.num_rows(split) > 0]
+        for split in splits:  # sample here, so forked workers inherit them
+            tables_for_split(self.config, split)
         return [
             datasets.SplitGenerator(
                 name=split,
                 gen_kwargs={"split": split, "row_ranges": shard_row_ranges(self.config.num_rows(split))},
             )
-            for split in SPLITS
-            if self.config.num_rows(split) > 0
+            for split in splits
         ]
 
     def _generate_tables(self, split: str, row_ranges: list[tuple[int, int]]):
-        tables = _tables_from_json(self._config_json())
+        tables = tables_for_split(self.config, split)
         for shard, (start, stop) in enumerate(row_ranges):
             rows = generate_rows(self.config, tables, split, start, stop)
             yield Key(shard, 0), rows_to_table(rows, self.info.features)
-
-    def _config_json(self) -> str:
-        return json.dumps(self.config.generation_fields(), sort_keys=True)
 
 
 def builder_for(config: HMMMixtureConfig, **builder_kwargs) -> HMMMixture:

@@ -18,7 +18,9 @@ from safetensors.numpy import load_file, save_file
 from .config import HMMMixtureConfig
 
 PARAMS_FILENAME = "hmm_params.safetensors"
+UNSEEN_PARAMS_FILENAME = "hmm_params_unseen.safetensors"  # the test_unseen split's HMMs, same format
 _PARAMS_SEED_KEY = 1_000_003  # spawn key of the parameter stream, apart from the data streams
+UNSEEN_SEED_KEY = 1_000_033  # spawn key of the unseen HMMs' stream, apart from the mixture's and the data's
 _ROW_SUM_TOLERANCE = 1e-4
 
 
@@ -105,10 +107,13 @@ class HMMParams:
                     "normalise the last axis."
                 )
 
-    def check_matches(self, config: HMMMixtureConfig) -> None:
-        """Raise if these parameters cannot have generated a corpus with `config`."""
+    def check_matches(self, config: HMMMixtureConfig, unseen: bool = False) -> None:
+        """Raise if these parameters cannot have generated a corpus with `config` (with `unseen`:
+        its test_unseen split, whose HMMs number `num_test_unseen`)."""
+        count = ("num_test_unseen", config.num_test_unseen) if unseen else ("num_tasks", config.num_tasks)
+        loader = "load_unseen_params" if unseen else "load_hmm_params"
         pairs = {
-            "num_tasks": (self.num_tasks, config.num_tasks),
+            count[0]: (self.num_tasks, count[1]),
             "num_states": (self.num_states, config.num_states),
             "vocab_size": (self.vocab_size, config.vocab_size),
         }
@@ -117,7 +122,7 @@ class HMMParams:
                 raise ValueError(
                     f"HMM parameters have {name}={have} but the corpus config says {name}={want}: "
                     "these parameters belong to another corpus. Load the parameters saved "
-                    "beside this corpus (load_hmm_params(folder)) or regenerate them from its config."
+                    f"beside this corpus ({loader}(folder)) or regenerate them from its config."
                 )
 
     # ---- I/O --------------------------------------------------------------------
@@ -218,6 +223,39 @@ def sample_hmm_params(
     own = num_tasks is None and tuple(stream) == (_PARAMS_SEED_KEY,)
     prior = (config.task_prior_array() if own else np.full(k, 1.0 / k)).astype(np.float32)
     return HMMParams(prior, initial, transitions, emissions, left, right)
+
+
+def unseen_task_params(config: HMMMixtureConfig) -> HMMParams | None:
+    """The `num_test_unseen` HMMs of the test_unseen split (uniform prior over them), drawn from
+    the mixture's prior on their own stream (`UNSEEN_SEED_KEY`); None when the config has none."""
+    if config.num_test_unseen == 0:
+        return None
+    return sample_hmm_params(config, config.num_test_unseen, stream=(UNSEEN_SEED_KEY,))
+
+
+def check_disjoint(mixture: HMMParams, unseen: HMMParams) -> None:
+    """`ValueError` if an unseen HMM is one of the mixture's (same initial, transitions and emissions
+    arrays) or the two sets do not share states and vocabulary. Candidates are found by their
+    initial distribution `[S]`, so K mixture and U unseen HMMs cost O((K + U) S), not K * U HMMs."""
+    if (unseen.num_states, unseen.vocab_size) != (mixture.num_states, mixture.vocab_size):
+        raise ValueError(
+            f"the unseen HMMs have S={unseen.num_states}, V={unseen.vocab_size} but the mixture's "
+            f"S={mixture.num_states}, V={mixture.vocab_size}: draw them from the mixture's config."
+        )
+    by_initial: dict[bytes, list[int]] = {}
+    for task in range(mixture.num_tasks):
+        by_initial.setdefault(mixture.initial[task].tobytes(), []).append(task)
+    for index in range(unseen.num_tasks):
+        for task in by_initial.get(unseen.initial[index].tobytes(), []):
+            if all(
+                np.array_equal(getattr(unseen, name)[index], getattr(mixture, name)[task])
+                for name in ("transitions", "emissions")
+            ):
+                raise ValueError(
+                    f"unseen HMM {index} equals HMM {task} of the mixture (same initial, transitions and "
+                    "emissions): the test_unseen split would hold a seen task. Draw the unseen HMMs on "
+                    "their own stream (unseen_task_params)."
+                )
 
 
 # ---- per-task diagnostics ------------------------------------------------------------

@@ -157,7 +157,11 @@ def block_rng(seed: int, split: str, block: int) -> np.random.Generator:
 def generate_rows(
     config: HMMMixtureConfig, tables: SamplingTables, split: str, start: int, stop: int
 ) -> dict[str, np.ndarray]:
-    """Rows `start..stop-1` of `split`, identical however the split is partitioned."""
+    """Rows `start..stop-1` of `split`, identical however the split is partitioned.
+
+    `tables` are the split's HMMs: the mixture's, or for test_unseen the unseen HMMs'
+    (`hmm_mixture.tables_for_split`), whose indices the rows' `task_id` then holds.
+    """
     total = config.num_rows(split)
     if not 0 <= start <= stop <= total:
         raise ValueError(f"row range [{start}, {stop}) is outside split {split!r} of {total} rows.")
