@@ -21,7 +21,9 @@ from hmm_roformer_cli import Parser, at_least, refuse  # the standard library on
 def main(argv: list[str] | None = None) -> int:
     parser = Parser(description=__doc__)
     parser.add_argument(
-        "--preset", default="small", help="corpus preset: tiny, small or paper (default: %(default)s)"
+        "--preset",
+        default="small",
+        help="corpus preset: tiny, small, paper, diversity-32, diversity-512 or diversity-8192 (default: %(default)s)",
     )
     parser.add_argument("--out", required=True, help="folder to write (a Hub dataset repo)")
     parser.add_argument(
@@ -54,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as error:
         return refuse(error)
     seconds = time.perf_counter() - start
-    rows = config.num_train + config.num_validation + config.num_test
+    rows = sum(config.num_rows(split) for split in hmm_datasets.SPLITS)
     print(f"\nwrote {folder} ({rows} rows of {config.sequence_length} tokens) in {seconds:.1f}s")
     table_path = folder / hmm_datasets.export.TABLE_FILENAME
     if table_path.exists():

@@ -172,7 +172,7 @@ def run_config_problems(sections: dict[str, dict]) -> list[str]:
 # ---- the reference, for --help and docs/fields.md -----------------------------------------------
 _OWN_HELP = {
     "corpus": {
-        "preset": "the corpus preset the other fields change: " + ", ".join(sorted(hmm_datasets.PRESETS)),
+        "preset": "the preset the other fields change: " + ", ".join(sorted(hmm_datasets.PRESETS)),
         "num_tasks": "HMMs in the mixture (K)",
         "num_states": "hidden states of each HMM (S)",
         "vocab_size": "observation tokens 0..V-1 (V); the delimiter is token V",
@@ -182,6 +182,7 @@ _OWN_HELP = {
         "num_train": "rows of the train split",
         "num_validation": "rows of the validation split",
         "num_test": "rows of the test split",
+        "num_test_unseen": "rows of the test_unseen split, from fresh HMMs of the same prior (none in the mixture)",
         "initial_concentration": "Dirichlet concentration of each HMM's initial distribution",
         "transition_concentration": "Dirichlet concentration of the transition rows",
         "emission_concentration": "Dirichlet concentration of the emission rows",
