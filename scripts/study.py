@@ -3,6 +3,7 @@
     python scripts/study.py --records results/depth/models   # default: depths 2,4,8,16; 6 seeds at 4 and 16, 3 at 2 and 8
     python scripts/study.py --study quick --out /tmp/q   # tiny models, seconds (the test suite runs it)
     python scripts/study.py --study small --seeds 0 1 2  # any named pipeline: here the CPU demo's model, 3 seeds
+    python scripts/study.py --study diversity-512 --depths 4 --records results/diversity/K512/models  # task diversity
     python scripts/study.py --depths 8 16 --seeds 0 1 2 3 --out runs/study-deep
     python scripts/study.py --redo lemma1            # redo Lemma 1 and every later stage
     python scripts/study.py --training.per_device_train_batch_size 128 --training.bf16 true   # on a GPU
@@ -35,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--study",
         default="default",
-        help="default, quick, or any preset: tiny, small, paper (default: %(default)s)",
+        help="default, quick, diversity-32, diversity-512, diversity-8192, diversity-512-draw1, or any "
+        "preset: tiny, small, paper (default: %(default)s)",
     )
     parser.add_argument("--out", help="study folder (default: runs/study-<study>)")
     parser.add_argument("--depths", type=int, nargs="+", help="numbers of layers (default: the study's)")

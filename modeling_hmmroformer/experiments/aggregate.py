@@ -24,6 +24,7 @@ from .claims import decide_claims, layer_one, model_statistics, profiles
 from .memory import memory_equivalent_text, recorded_memory_equivalent
 from .settings import RunConfig, Settings, config_for_corpus
 from .verdicts import across_seeds
+from .yardsticks import LEARNERS, YARDSTICKS_JSON
 
 RECORD_VERSION = 2  # bumped when a record's statistics change: older records are refused
 
@@ -39,6 +40,7 @@ def model_record(
     probes = _read(folder / layout.ANALYSIS_FILES["probes"])
     knockout_path = folder / layout.ANALYSIS_FILES["knockout"]
     knockout = _read(knockout_path) if knockout_path.is_file() else None
+    yardsticks_path = folder / layout.ANALYSIS_FILES["yardsticks"]
     splits = profiles(fig1, probes, knockout, depth)
     return {
         "version": RECORD_VERSION,
@@ -56,6 +58,7 @@ def model_record(
         "statistics": model_statistics(splits),
         "layer_one": {network: layer_one(splits[0][network]) for network in ("trained", "twin")},
         "memory": _read(folder / layout.ANALYSIS_FILES["model_memory"]),
+        "yardsticks": _read(yardsticks_path) if yardsticks_path.is_file() else None,
         "seconds": seconds or {},
     }
 
@@ -129,6 +132,33 @@ def kl_by_test_position(records: list[dict]) -> dict | None:
         **{name: pointwise_across_seeds([binned(c[name]) for c in curves]) for name in ("model", "twin")},
         "in_context": None if in_context is None else {**in_context, "kl": binned(in_context["kl"])},
     }
+
+
+def yardsticks_row(records: list[dict]) -> dict | None:
+    """One depth's models against the yardsticks (`yardsticks.place_model`), per split: KL to
+    each yardstick and top-1 accuracy across seeds, each yardstick's own accuracy, and how many
+    seeds are nearest each learner. None for models of a corpus without unseen tasks."""
+    placed = [r.get("yardsticks") for r in records]
+    if not placed or any(p is None for p in placed):
+        return None
+    out = {}
+    for split in placed[0]:
+        entries = [p[split] for p in placed]
+        names = list(entries[0]["yardsticks"])
+        out[split] = {
+            "model_accuracy": across_seeds([e["model_accuracy"] for e in entries]),
+            "kl": {name: across_seeds([e["yardsticks"][name]["kl"] for e in entries]) for name in names},
+            "accuracy": {name: entries[0]["yardsticks"][name]["accuracy"] for name in names},
+            "nearest": {name: sum(e["nearest"] == name for e in entries) for name in LEARNERS},
+        }
+    return out
+
+
+def corpus_yardstick_facts(folder: Path) -> dict | None:
+    """What the corpus's yardsticks are (`yardsticks.corpus_yardsticks`: rows, K', the prior-level
+    estimate's convergence, labels); None for a corpus without unseen tasks."""
+    path = folder / YARDSTICKS_JSON
+    return _read(path) if path.is_file() else None
 
 
 def layer_one_row(records: list[dict]) -> dict:
@@ -232,6 +262,7 @@ def summarize_study(
                 "kl_by_test_position": kl_by_test_position(mine),
                 "verdicts": verdict_rows(mine),
                 "layer_one": layer_one_row(mine),
+                "yardsticks": yardsticks_row(mine),
                 "memory": memory_row(depth, mine, lemma1),
                 "seconds": time_row(mine),
             }
@@ -250,6 +281,7 @@ def summarize_study(
         "depths": depths,
         "verdict_table": verdict_table(depths),
         "lemma1": lemma1,
+        "yardsticks": corpus_yardstick_facts(corpus_folder.parent / layout.YARDSTICKS),
         "models": records,
         "figures": {**layout.STUDY_FIGURES, "lemma1": f"{layout.LEMMA1}/{layout.LEMMA1_PNG}"},
     }

@@ -33,6 +33,8 @@ from probing.plots import PROBE_FIGURES, PROBES_JSON
 CORPUS = "corpus"
 TRAINING = "training"
 FIGURE1 = "figure1"
+YARDSTICKS = "yardsticks"  # a corpus's yardstick predictions (corpora with an unseen-task split)
+YARDSTICKS_JSON = "yardsticks.json"  # in a model's figure1/: the model against the yardsticks
 PROBES = "probes"
 MEMORY = "memory"
 KNOCKOUT = "knockout"  # a model's rotary knock-out, layer by layer
@@ -82,6 +84,7 @@ ANALYSIS_FILES = {
     "lemma1": Path(MEMORY) / LEMMA1_JSON,
     "model_memory": Path(MEMORY) / MEMORY_JSON,
     "knockout": Path(KNOCKOUT) / KNOCKOUT_JSON,
+    "yardsticks": Path(FIGURE1) / YARDSTICKS_JSON,
 }
 STUDY_FIGURES = {  # figure -> file in a study's figures/
     name: f"{FIGURES}/{name}.png"

@@ -62,12 +62,13 @@ from probing.run import run_probing
 
 from . import layout
 from .aggregate import check_records, model_record, summarize_study
-from .evaluation import figure1, load_evaluation_data, write_figure1
+from .evaluation import figure1, load_evaluation_data, model_next_token_probs, write_figure1
 from .memory import write_lemma1, write_model_memory
 from .plots import plot_study
 from .settings import CONFIGS_DIR, SCRIPTS_DIR, RunConfig, Settings, fingerprint, load_run_config
 from .summary import summarize_model_folder
 from .training import checkpoints, is_complete_checkpoint, train
+from .yardsticks import SPLITS, corpus_yardsticks, place_model, read_yardsticks, write_yardsticks
 
 KINDS = ("reproduce", "study")
 NOUNS = {"reproduce": "reproduction"}  # what a kind's folder is called in messages
@@ -127,6 +128,10 @@ class Pipeline:
 
     def fingerprint(self) -> str:
         return fingerprint(self.settings, self.run)
+
+    def record_fingerprint(self) -> str:
+        """What a model's record depends on: the settings without the grid's depths and seeds."""
+        return fingerprint(self.settings, self.run, grid=False)
 
 
 def make_pipeline(
@@ -194,6 +199,8 @@ def stage_plan(pipeline: Pipeline, state: dict) -> dict[str, Callable[[], None]]
     plan = {"corpus": functools.partial(build_corpus, p)}
     if study:
         plan["lemma1"] = functools.partial(measure_lemma1, p)
+    if has_unseen_tasks(p):
+        plan["yardsticks"] = functools.partial(measure_yardsticks, p)
     for m in to_run:  # each model trained, analysed and recorded before the next one starts
         runners = {
             "train": functools.partial(train_model, p, m),
@@ -255,7 +262,7 @@ def run_pipeline(pipeline: Pipeline, *, redo: str | None = None, log: Callable[[
     """Run every stage the state does not mark complete, in order; returns the final state."""
     state = read_state(pipeline)
     recorded = [read_record(pipeline, m) for m in pipeline.models if pipeline.has_record(m)]
-    check_records(recorded, pipeline.fingerprint())  # before anything is written
+    check_records(recorded, pipeline.record_fingerprint())  # before anything is written
     if redo is not None:
         state = forget_stages(state, stage_names(pipeline), redo)
     damage = corpus_damage(pipeline) if "corpus" in state["stages"] else None
@@ -369,12 +376,40 @@ def trained_model(m: ModelRun):
     return load_hmm_roformer(str(m.path(layout.TRAINING)))  # on the GPU when there is one
 
 
+def has_unseen_tasks(p: Pipeline) -> bool:
+    """Does the pipeline's corpus have an unseen-task split (and so the yardsticks stage)?"""
+    return p.run.corpus_config().num_test_unseen > 0
+
+
+def measure_yardsticks(p: Pipeline) -> None:
+    """Every yardstick's predictions on the seen- and unseen-task test rows, once per corpus."""
+    facts, tensors = corpus_yardsticks(
+        open_corpus(str(p.corpus)), p.settings.yardstick_rows, p.settings.prior_draws
+    )
+    layout.build_folder(p.out / layout.YARDSTICKS, lambda staging: write_yardsticks(staging, facts, tensors))
+
+
 def evaluate_model(p: Pipeline, m: ModelRun) -> None:
-    """Figure 1 against Bayes, with the untrained twin of the same seed scored beside the model."""
+    """Figure 1 against Bayes, with the untrained twin of the same seed scored beside the model;
+    on a corpus with unseen tasks, the model against every yardstick too."""
     model = trained_model(m)
     data = load_evaluation_data(str(p.corpus), p.settings.eval_rows)
     result = figure1(model, data, twin=untrained_twin(model, m.seed), progress=p.progress)
-    layout.build_folder(m.path(layout.FIGURE1), lambda staging: write_figure1(result, staging))
+    placed = None
+    if has_unseen_tasks(p):
+        _, tensors = read_yardsticks(p.out / layout.YARDSTICKS)
+        vocab = data.config.vocab_size + 1
+        probs = {
+            split: model_next_token_probs(model, tensors[f"{split}/input_ids"], vocab) for split in SPLITS
+        }
+        placed = place_model(probs, tensors, data.layout)
+
+    def write(staging: Path) -> None:
+        write_figure1(result, staging)
+        if placed is not None:
+            layout.write_text(staging / layout.YARDSTICKS_JSON, json.dumps(placed, indent=1) + "\n")
+
+    layout.build_folder(m.path(layout.FIGURE1), write)
 
 
 def probe_model(p: Pipeline, m: ModelRun) -> None:
@@ -424,7 +459,7 @@ def measure_knockout(p: Pipeline, m: ModelRun) -> None:
 def record_model(p: Pipeline, m: ModelRun, state: dict) -> None:
     """The model's small record in its folder, and in the records folder when there is one, with
     the wall times of its stages (so a study resumed on a fresh clone still reports them)."""
-    record = model_record(m.depth, m.seed, m.folder, p.fingerprint(), seconds=model_seconds(state, m))
+    record = model_record(m.depth, m.seed, m.folder, p.record_fingerprint(), seconds=model_seconds(state, m))
     record = json.dumps(record, indent=1) + "\n"
     layout.write_text(m.path(layout.RECORD_JSON), record)
     if p.records is not None:
@@ -504,7 +539,7 @@ def write_report(p: Pipeline, state: dict) -> None:
 def write_study_report(p: Pipeline, state: dict) -> None:
     """A study's figures, results.json and REPORT.md."""
     records = [read_record(p, m) for m in p.models]
-    check_records(records, p.fingerprint())
+    check_records(records, p.record_fingerprint())
     summary = summarize_study(p.settings, p.run, records, p.corpus, p.out / layout.LEMMA1)
     summary["stage_seconds"] = stage_seconds(state)
     summary["machine"] = machine = machine_description()

@@ -252,6 +252,8 @@ class Settings:
     memories: tuple[int, ...] = (1, 2, 4, 8, 16, 32)  # Lemma 1's memories L
     memory_rows: int = 128  # test rows of Lemma 1 and of the model's memory
     probe: dict = field(default_factory=dict)  # ProbeConfig fields that differ from the defaults
+    yardstick_rows: int = 512  # rows of each test split the yardsticks predict (corpora with test_unseen)
+    prior_draws: int = 8192  # K': fresh HMMs of the prior-level yardstick
 
     def __post_init__(self) -> None:
         for name in ("depths", "seeds", "memories"):
@@ -277,7 +279,7 @@ class Settings:
         if self.memories and min(self.memories) < 1:
             raise ValueError(f"memories={list(self.memories)}: a memory L keeps at least 1 token (L >= 1).")
         check_memories(self.memories)
-        for name in ("eval_rows", "memory_rows"):
+        for name in ("eval_rows", "memory_rows", "yardstick_rows", "prior_draws"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be at least 1.")
         if self.corpus_table_rows < 0:
@@ -317,16 +319,23 @@ class Settings:
         return dataclasses.asdict(self)
 
 
-def fingerprint(settings: Settings, run: RunConfig) -> str:
+def fingerprint(settings: Settings, run: RunConfig, grid: bool = True) -> str:
     """Hash of every setting that shapes the results: the pipeline's and its run config's, but not
-    where the folders lie nor whether progress bars show."""
+    where the folders lie nor whether progress bars show. Without `grid`, the grid's depths and
+    seeds are left out too: what a model's record depends on, so that a study run a few depths
+    or seeds at a time (`--depths 4`, then `--depths 16`) shares its records."""
     sections = run.to_dict()
     sections["data"].pop("source", None)
     for key in ("output_dir", "disable_tqdm"):
         sections["training"].pop(key, None)
     shaped = settings.to_dict()
-    if not shaped["seeds_per_depth"]:  # added later: left out at its default, so older folders still match
-        del shaped["seeds_per_depth"]
+    added_later = {"seeds_per_depth": {}, "yardstick_rows": 512, "prior_draws": 8192}
+    for name, default in added_later.items():  # left out at their defaults, so older folders still match
+        if shaped[name] == default:
+            del shaped[name]
+    if not grid:
+        for name in ("depths", "seeds", "seeds_per_depth"):
+            shaped.pop(name, None)
     record = {"settings": shaped, "run": sections}
     return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -366,14 +375,42 @@ PRESETS = {
             seeds_per_depth={2: 3, 8: 3},
             corpus_table_rows=128,
         ),
+        # The task-diversity study (docs/study.md): the default study's models at 4 and 16 layers, six
+        # seeds, on `small`'s prior with K = 32, 512 and 8192 HMMs (65,536 training rows: about 2,048,
+        # 128 and 8 per HMM), each placed between retrieval and inference on seen and unseen tasks;
+        # and a second HMM draw (corpus seed 1) at K = 512, 4 layers.
+        *(
+            Settings(
+                f"diversity-{k}",
+                "study.yaml",
+                depths=(4, 16),
+                seeds=(0, 1, 2, 3, 4, 5),
+                overrides={"corpus": {"preset": f"diversity-{k}"}},
+                corpus_table_rows=128,
+            )
+            for k in (32, 512, 8192)
+        ),
+        Settings(
+            "diversity-512-draw1",
+            "study.yaml",
+            depths=(4,),
+            seeds=(0, 1, 2, 3, 4, 5),
+            overrides={"corpus": {"preset": "diversity-512", "seed": 1}},
+            corpus_table_rows=128,
+        ),
         # The test suite's end-to-end study: seconds on 2 cores.
         Settings(
             "quick",
             "tiny.yaml",
             depths=(2, 3),
             seeds=(0, 1),
-            overrides={"training": {"max_steps": 20, "eval_steps": 10, "save_steps": 10}},
+            overrides={
+                "training": {"max_steps": 20, "eval_steps": 10, "save_steps": 10},
+                "corpus": {"num_test_unseen": 16},  # the yardsticks stage, on seen and unseen tasks
+            },
             eval_rows=32,
+            yardstick_rows=16,
+            prior_draws=64,
             corpus_table_rows=16,
             memories=(1, 2, 4),
             memory_rows=16,

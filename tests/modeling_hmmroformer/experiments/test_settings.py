@@ -96,12 +96,13 @@ def test_overrides_apply_as_nested_dicts_and_are_validated_again():
 
 
 def test_the_named_pipelines_are_one_table_of_one_type():
-    assert set(PRESETS) == {"tiny", "small", "paper", "default", "quick"}
+    diversity = {"diversity-32", "diversity-512", "diversity-8192", "diversity-512-draw1"}
+    assert set(PRESETS) == {"tiny", "small", "paper", "default", "quick", *diversity}
     assert all(isinstance(settings, Settings) for settings in PRESETS.values())
     assert REPRODUCTIONS == ["paper", "small", "tiny"]  # one model each: the run config's own
     for name, settings in PRESETS.items():  # each names a run config that validates
         run = load_run_config(ROOT / "configs" / settings.run_config, settings.overrides)
-        assert run.corpus_config().name in hmm_datasets.PRESETS, name
+        assert run.corpus_config().name.removesuffix("-custom") in hmm_datasets.PRESETS, name
     quick = get_settings("quick", seeds=(0, 1, 2), overrides={"training": {"learning_rate": 1e-3}})
     assert quick.seeds == (0, 1, 2) and quick.depths == PRESETS["quick"].depths
     assert quick.overrides["training"] == {

@@ -79,13 +79,20 @@ def test_the_quick_study_reports_every_claim_at_every_depth(quick_studied):
         stage_names(quick_study(out))
     )
     assert "layers: KL to Bayes" in stdout and "undecided (2 seeds)" in stdout
+    # the quick corpus has unseen tasks: every model is placed between retrieval and inference
+    assert "## Retrieval or inference" in report and "NOT CONVERGED" in report  # K' = 64 is too few
+    for depth in results["depths"]:
+        for split in ("test", "test_unseen"):
+            row = depth["yardsticks"][split]
+            assert sum(row["nearest"].values()) == len(depth["seeds"])
+            assert f"| {depth['depth']} | {split} | {row['kl']['mixture']['mean']:.3f}" in report
 
 
 def test_a_study_goes_on_from_its_records_without_the_models(quick_studied, tmp_path):
     out, _ = quick_studied
     records = out.parent / "records"
     fresh = quick_study(tmp_path / "again", records=records)  # a clone: the records, no model folders
-    assert stage_names(fresh) == ["corpus", "lemma1", "report"]
+    assert stage_names(fresh) == ["corpus", "lemma1", "yardsticks", "report"]
     run_pipeline(fresh, log=lambda line: None)
     again = json.loads((tmp_path / "again" / "results.json").read_text())
     first = json.loads((out / "results.json").read_text())
@@ -147,9 +154,9 @@ def test_a_study_is_a_grid_of_models_each_in_its_folder(tmp_path):
     assert model.run.training["max_steps"] == 20  # the study's own override, applied to the run config
     names = stage_names(study)
     per_model = ["train", "evaluate", "probe", "memory", "knockout", "record"]
-    assert names[:2] == ["corpus", "lemma1"]
-    assert names[2:8] == [f"{stage} depth2 seed0" for stage in per_model]  # recorded before the next model
-    assert names[8:14] == [f"{stage} depth3 seed0" for stage in per_model]
+    assert names[:3] == ["corpus", "lemma1", "yardsticks"]  # the quick corpus has unseen tasks
+    assert names[3:9] == [f"{stage} depth2 seed0" for stage in per_model]  # recorded before the next model
+    assert names[9:15] == [f"{stage} depth3 seed0" for stage in per_model]
     assert names[-1] == "report" and "model" not in names
     # a one-model pipeline as a study: the study layout, not the reproduction's
     single = make_pipeline(get_settings("tiny"), tmp_path / "t", kind="study", progress=False)

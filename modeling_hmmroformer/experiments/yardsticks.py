@@ -1,0 +1,130 @@
+"""Where a model sits between retrieving a training HMM and inferring a new one in context.
+
+For a corpus with an unseen-task split (`num_test_unseen`), on the first rows of its `test`
+split (tasks of the mixture: seen in training) and of `test_unseen` (HMMs drawn fresh from the
+same prior, none in the mixture), every yardstick predicts the rows once per corpus
+(`corpus_yardsticks`, a pipeline stage):
+
+- `mixture`: the Bayes predictor over the K training HMMs, the learner that retrieves one;
+- `prior`: the Bayes predictor under the HMM prior itself, the learner that infers a new HMM in
+  context, estimated over K' fresh draws from the prior (`hmm_datasets.prior`); a second
+  independent draw measures its Monte Carlo spread, and an estimate that has not converged is
+  labelled so and decides nothing;
+- `oracle`: the row's own HMM;
+- `in_context`: PPM-C blending of order 3, the best rung of the in-context ladder on `small`.
+
+`place_model` scores a model against each on test tokens 1..T-1 with all demonstrations:
+KL(yardstick ‖ model) in nats/token and the model's top-1 accuracy beside each yardstick's, and
+names the learner it is nearest (by KL) of `mixture` and `prior`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+from hmm_datasets.bayes import BayesOptimalPredictor
+from hmm_datasets.corpus import Corpus
+from hmm_datasets.layout import SampleLayout
+from hmm_datasets.predictors import ppm_next_token_probs
+from hmm_datasets.prior import measure_convergence, prior_level_probs
+from hmm_datasets.scoring import next_token_scores, on_test_tokens
+
+SPLITS = {"test": "seen tasks", "test_unseen": "unseen tasks"}
+YARDSTICKS = {
+    "mixture": "mixture Bayes (retrieves a training HMM)",
+    "prior": "prior-level Bayes (infers a new HMM)",
+    "oracle": "oracle (knows the row's HMM)",
+    "in_context": "PPM-C blending, order 3 (in context)",
+}
+LEARNERS = ("mixture", "prior")  # the two learners a model is placed between
+YARDSTICKS_JSON = "yardsticks.json"
+YARDSTICKS_TENSORS = "yardsticks.safetensors"
+
+
+def split_rows(corpus: Corpus, split: str, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """`(input_ids [B, L], task_ids [B])` of the first `rows` rows of `split`."""
+    data = corpus.split(split)
+    data = data.select(range(min(rows, len(data)))).with_format("numpy")
+    return np.stack(data["input_ids"]).astype(np.int64), np.asarray(data["task_id"]).astype(np.int64)
+
+
+def check_unseen_split(corpus: Corpus) -> None:
+    """`ValueError` unless the corpus has an unseen-task split and its HMMs."""
+    if corpus.unseen_params is None or corpus.config.num_test_unseen < 1:
+        raise ValueError(
+            f"the corpus {corpus.source} has no test_unseen split: the yardsticks need one; set "
+            "--corpus.num_test_unseen (e.g. 1024), or use a diversity-* preset."
+        )
+
+
+def corpus_yardsticks(corpus: Corpus, rows: int, prior_draws: int) -> tuple[dict, dict[str, torch.Tensor]]:
+    """Every yardstick's next-token probabilities on `rows` rows of each split (float32 tensors
+    `"<split>/<yardstick>"` and `"<split>/input_ids"`), and what they are (JSON-ready): the rows,
+    K and K', and the prior-level estimate's convergence per split (`measure_convergence`)."""
+    check_unseen_split(corpus)
+    config, vocab = corpus.config, corpus.config.vocab_size
+    mixture = BayesOptimalPredictor(corpus.params)
+    tensors, convergence = {}, {}
+    for split in SPLITS:
+        ids, tasks = split_rows(corpus, split, rows)
+        own = mixture if split == "test" else BayesOptimalPredictor(corpus.unseen_params)
+        found = {
+            "mixture": mixture.next_token_probs(ids),
+            "prior": prior_level_probs(config, ids, prior_draws, 0),
+            "oracle": own.oracle_next_token_probs(ids, tasks),
+            "in_context": ppm_next_token_probs(ids, vocab, 3),
+        }
+        tensors[f"{split}/input_ids"] = torch.as_tensor(ids)
+        tensors.update({f"{split}/{name}": probs.float().cpu() for name, probs in found.items()})
+        convergence[split] = measure_convergence(config, ids, prior_draws)
+    facts = {
+        "rows": {split: int(tensors[f"{split}/input_ids"].shape[0]) for split in SPLITS},
+        "num_tasks": config.num_tasks,
+        "prior_draws": int(prior_draws),
+        "convergence": convergence,
+        "labels": YARDSTICKS,
+    }
+    return facts, tensors
+
+
+def write_yardsticks(folder: Path, facts: dict, tensors: dict[str, torch.Tensor]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file({name: t.contiguous() for name, t in tensors.items()}, str(folder / YARDSTICKS_TENSORS))
+    (folder / YARDSTICKS_JSON).write_text(json.dumps(facts, indent=1) + "\n")
+
+
+def read_yardsticks(folder: Path) -> tuple[dict, dict[str, torch.Tensor]]:
+    return json.loads((folder / YARDSTICKS_JSON).read_text()), load_file(str(folder / YARDSTICKS_TENSORS))
+
+
+def test_token_means(scores: dict[str, torch.Tensor], layout: SampleLayout) -> dict[str, float]:
+    """The means of per-position scores `[B, L-1]` over test tokens 1..T-1 of every row."""
+    return {name: float(on_test_tokens(values, layout)[:, 1:].mean()) for name, values in scores.items()}
+
+
+def place_model(
+    model_probs: dict[str, torch.Tensor], tensors: dict[str, torch.Tensor], layout: SampleLayout
+) -> dict:
+    """A model against every yardstick, per split (`model_probs`: split -> `[B, L, V+1]` on the
+    split's yardstick rows): `kl` = KL(yardstick ‖ model) and `accuracy` (top-1, the model's and
+    the yardstick's), on test tokens 1..T-1, and `nearest`, the learner of `LEARNERS` with the
+    smaller KL (JSON-ready)."""
+    out = {}
+    for split in SPLITS:
+        ids = tensors[f"{split}/input_ids"]
+        model = model_probs[split]
+        model_accuracy = test_token_means({"c": next_token_scores(model, ids)["correct"]}, layout)["c"]
+        entry = {"model_accuracy": model_accuracy, "yardsticks": {}}
+        for name in YARDSTICKS:
+            reference = tensors[f"{split}/{name}"].double()
+            kl = test_token_means({"kl": next_token_scores(model, ids, reference)["kl"]}, layout)["kl"]
+            accuracy = test_token_means({"c": next_token_scores(reference, ids)["correct"]}, layout)["c"]
+            entry["yardsticks"][name] = {"kl": kl, "accuracy": accuracy}
+        entry["nearest"] = min(LEARNERS, key=lambda name: entry["yardsticks"][name]["kl"])
+        out[split] = entry
+    return out
