@@ -3,7 +3,7 @@
 A fenced block's info string is its language and then its tags: ```` ```bash gpu ````.
 `python` and `bash` blocks run, in page order, each Python block in a fresh namespace (a
 block must hold its own imports, as a reader copies it) and each bash block in `bash -e`;
-a block tagged `gpu` or `network` is skipped and the reason printed. Blocks in `text`,
+a block tagged `gpu`, `network` or `long` is skipped and the reason printed. Blocks in `text`,
 `yaml`, `json` or `bibtex` are shown, not run. Run at tiny size: the preset names `small`
 and `paper` become `tiny` (`--preset small`, `configs/paper.yaml`, `get_preset("small")`,
 `runs/reproduce-small/...`) and `scripts/study.py` gets `--study quick`.
@@ -23,7 +23,11 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]  # the pages the doc test runs
 RUN = ("python", "bash")
 SHOWN = ("text", "yaml", "json", "bibtex")
-SKIP_TAGS = {"gpu": "needs a GPU", "network": "needs the network (an install or the Hub)"}
+SKIP_TAGS = {
+    "gpu": "needs a GPU",
+    "network": "needs the network (an install or the Hub)",
+    "long": "runs for hours on 2 cores (a study of its own); the quick study runs its code path",
+}
 FENCE = re.compile(r"^```(\w*)(.*)$")
 
 

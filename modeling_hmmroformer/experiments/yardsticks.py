@@ -34,6 +34,8 @@ from hmm_datasets.predictors import ppm_next_token_probs
 from hmm_datasets.prior import measure_convergence, prior_level_probs
 from hmm_datasets.scoring import next_token_scores, on_test_tokens
 
+from . import layout
+
 SPLITS = {"test": "seen tasks", "test_unseen": "unseen tasks"}
 YARDSTICKS = {
     "mixture": "mixture Bayes (retrieves a training HMM)",
@@ -93,9 +95,10 @@ def corpus_yardsticks(corpus: Corpus, rows: int, prior_draws: int) -> tuple[dict
 
 
 def write_yardsticks(folder: Path, facts: dict, tensors: dict[str, torch.Tensor]) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    save_file({name: t.contiguous() for name, t in tensors.items()}, str(folder / YARDSTICKS_TENSORS))
-    (folder / YARDSTICKS_JSON).write_text(json.dumps(facts, indent=1) + "\n")
+    """The yardsticks' predictions and facts into `folder`, each file whole or not at all."""
+    contiguous = {name: t.contiguous() for name, t in tensors.items()}
+    layout.write_atomically(folder / YARDSTICKS_TENSORS, lambda staging: save_file(contiguous, str(staging)))
+    layout.write_text(folder / YARDSTICKS_JSON, json.dumps(facts, indent=1) + "\n")
 
 
 def read_yardsticks(folder: Path) -> tuple[dict, dict[str, torch.Tensor]]:
