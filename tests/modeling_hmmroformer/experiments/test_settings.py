@@ -221,3 +221,14 @@ def test_the_console_scripts_run_their_scripts_from_any_folder(tmp_path, monkeyp
         "error: 'nope' is not a named pipeline"
     )
     assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_a_record_fingerprint_ignores_the_grid_but_not_the_settings():
+    """A study run a few depths or seeds at a time shares its records with the whole grid."""
+    run = load_run_config(ROOT / "configs" / "tiny.yaml")
+    whole = get_settings("quick")
+    part = get_settings("quick", depths=(3,), seeds=(1,))
+    assert fingerprint(whole, run, grid=False) == fingerprint(part, run, grid=False)
+    assert fingerprint(whole, run) != fingerprint(part, run)  # a pipeline folder is still one grid
+    other = get_settings("quick", eval_rows=16)
+    assert fingerprint(whole, run, grid=False) != fingerprint(other, run, grid=False)
