@@ -384,7 +384,7 @@ def has_unseen_tasks(p: Pipeline) -> bool:
 def measure_yardsticks(p: Pipeline) -> None:
     """Every yardstick's predictions on the seen- and unseen-task test rows, once per corpus."""
     facts, tensors = corpus_yardsticks(
-        open_corpus(str(p.corpus)), p.settings.yardstick_rows, p.settings.prior_draws
+        open_corpus(str(p.corpus)), p.settings.yardstick_rows, p.settings.prior_particles
     )
     layout.build_folder(p.out / layout.YARDSTICKS, lambda staging: write_yardsticks(staging, facts, tensors))
 

@@ -252,8 +252,8 @@ class Settings:
     memories: tuple[int, ...] = (1, 2, 4, 8, 16, 32)  # Lemma 1's memories L
     memory_rows: int = 128  # test rows of Lemma 1 and of the model's memory
     probe: dict = field(default_factory=dict)  # ProbeConfig fields that differ from the defaults
-    yardstick_rows: int = 512  # rows of each test split the yardsticks predict (corpora with test_unseen)
-    prior_draws: int = 8192  # K': fresh HMMs of the prior-level yardstick
+    yardstick_rows: int = 128  # rows of each test split the yardsticks predict (corpora with test_unseen)
+    prior_particles: int = 16384  # N: state paths per row of the prior-level yardstick (particle learning)
 
     def __post_init__(self) -> None:
         for name in ("depths", "seeds", "memories"):
@@ -279,7 +279,7 @@ class Settings:
         if self.memories and min(self.memories) < 1:
             raise ValueError(f"memories={list(self.memories)}: a memory L keeps at least 1 token (L >= 1).")
         check_memories(self.memories)
-        for name in ("eval_rows", "memory_rows", "yardstick_rows", "prior_draws"):
+        for name in ("eval_rows", "memory_rows", "yardstick_rows", "prior_particles"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be at least 1.")
         if self.corpus_table_rows < 0:
@@ -329,7 +329,7 @@ def fingerprint(settings: Settings, run: RunConfig, grid: bool = True) -> str:
     for key in ("output_dir", "disable_tqdm"):
         sections["training"].pop(key, None)
     shaped = settings.to_dict()
-    added_later = {"seeds_per_depth": {}, "yardstick_rows": 512, "prior_draws": 8192}
+    added_later = {"seeds_per_depth": {}, "yardstick_rows": 128, "prior_particles": 16384}
     for name, default in added_later.items():  # left out at their defaults, so older folders still match
         if shaped[name] == default:
             del shaped[name]
@@ -410,7 +410,7 @@ PRESETS = {
             },
             eval_rows=32,
             yardstick_rows=16,
-            prior_draws=64,
+            prior_particles=64,
             corpus_table_rows=16,
             memories=(1, 2, 4),
             memory_rows=16,

@@ -7,9 +7,9 @@ same prior, none in the mixture), every yardstick predicts the rows once per cor
 
 - `mixture`: the Bayes predictor over the K training HMMs, the learner that retrieves one;
 - `prior`: the Bayes predictor under the HMM prior itself, the learner that infers a new HMM in
-  context, estimated over K' fresh draws from the prior (`hmm_datasets.prior`); a second
-  independent draw measures its Monte Carlo spread, and an estimate that has not converged is
-  labelled so and decides nothing;
+  context, estimated by particle learning (`hmm_datasets.particle`: N state paths per row, the
+  HMM's parameters integrated out); a second independent particle set measures its Monte Carlo
+  spread, and an estimate that has not converged is labelled so;
 - `oracle`: the row's own HMM;
 - `in_context`: PPM-C blending of order 3, the best rung of the in-context ladder on `small`.
 
@@ -30,8 +30,8 @@ from safetensors.torch import load_file, save_file
 from hmm_datasets.bayes import BayesOptimalPredictor
 from hmm_datasets.corpus import Corpus
 from hmm_datasets.layout import SampleLayout
+from hmm_datasets.particle import ParticlePriorPredictor, convergence_report
 from hmm_datasets.predictors import ppm_next_token_probs
-from hmm_datasets.prior import measure_convergence, prior_level_probs
 from hmm_datasets.scoring import next_token_scores, on_test_tokens
 
 from . import layout
@@ -39,7 +39,7 @@ from . import layout
 SPLITS = {"test": "seen tasks", "test_unseen": "unseen tasks"}
 YARDSTICKS = {
     "mixture": "mixture Bayes (retrieves a training HMM)",
-    "prior": "prior-level Bayes (infers a new HMM)",
+    "prior": "prior-level Bayes (infers a new HMM; particle learning)",
     "oracle": "oracle (knows the row's HMM)",
     "in_context": "PPM-C blending, order 3 (in context)",
 }
@@ -64,10 +64,13 @@ def check_unseen_split(corpus: Corpus) -> None:
         )
 
 
-def corpus_yardsticks(corpus: Corpus, rows: int, prior_draws: int) -> tuple[dict, dict[str, torch.Tensor]]:
+def corpus_yardsticks(
+    corpus: Corpus, rows: int, prior_particles: int
+) -> tuple[dict, dict[str, torch.Tensor]]:
     """Every yardstick's next-token probabilities on `rows` rows of each split (float32 tensors
     `"<split>/<yardstick>"` and `"<split>/input_ids"`), and what they are (JSON-ready): the rows,
-    K and K', and the prior-level estimate's convergence per split (`measure_convergence`)."""
+    K, the particles N, and the prior-level estimate's convergence per split (two particle sets,
+    `particle.convergence_report`)."""
     check_unseen_split(corpus)
     config, vocab = corpus.config, corpus.config.vocab_size
     mixture = BayesOptimalPredictor(corpus.params)
@@ -75,19 +78,22 @@ def corpus_yardsticks(corpus: Corpus, rows: int, prior_draws: int) -> tuple[dict
     for split in SPLITS:
         ids, tasks = split_rows(corpus, split, rows)
         own = mixture if split == "test" else BayesOptimalPredictor(corpus.unseen_params)
+        prior, second = (
+            ParticlePriorPredictor(config, prior_particles, seed).next_token_probs(ids) for seed in (0, 1)
+        )
         found = {
             "mixture": mixture.next_token_probs(ids),
-            "prior": prior_level_probs(config, ids, prior_draws, 0),
+            "prior": prior,
             "oracle": own.oracle_next_token_probs(ids, tasks),
             "in_context": ppm_next_token_probs(ids, vocab, 3),
         }
         tensors[f"{split}/input_ids"] = torch.as_tensor(ids)
         tensors.update({f"{split}/{name}": probs.float().cpu() for name, probs in found.items()})
-        convergence[split] = measure_convergence(config, ids, prior_draws)
+        convergence[split] = convergence_report(config, ids, prior_particles, (0, 1), prior, second)
     facts = {
         "rows": {split: int(tensors[f"{split}/input_ids"].shape[0]) for split in SPLITS},
         "num_tasks": config.num_tasks,
-        "prior_draws": int(prior_draws),
+        "prior_particles": int(prior_particles),
         "convergence": convergence,
         "labels": YARDSTICKS,
     }

@@ -23,12 +23,12 @@ def unseen_corpus():
 
 @pytest.fixture(scope="module")
 def yardsticks(unseen_corpus):
-    return corpus_yardsticks(unseen_corpus, rows=12, prior_draws=32)
+    return corpus_yardsticks(unseen_corpus, rows=12, prior_particles=32)
 
 
 def test_every_yardstick_predicts_both_splits(unseen_corpus, yardsticks):
     facts, tensors = yardsticks
-    assert facts["rows"] == {"test": 12, "test_unseen": 12} and facts["prior_draws"] == 32
+    assert facts["rows"] == {"test": 12, "test_unseen": 12} and facts["prior_particles"] == 32
     for split in SPLITS:
         ids = tensors[f"{split}/input_ids"]
         for name in YARDSTICKS:
@@ -56,4 +56,4 @@ def test_a_model_that_is_a_yardstick_is_placed_on_it(unseen_corpus, yardsticks):
 
 def test_a_corpus_without_unseen_tasks_is_refused_in_one_line():
     with pytest.raises(ValueError, match="num_test_unseen"):
-        corpus_yardsticks(open_corpus("tiny"), rows=4, prior_draws=4)
+        corpus_yardsticks(open_corpus("tiny"), rows=4, prior_particles=4)
