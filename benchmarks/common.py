@@ -41,3 +41,22 @@ def timed(function, *args, repeats: int = 1, **kwargs):
         out = function(*args, **kwargs)
         best = min(best, time.perf_counter() - start)
     return out, best
+
+
+def preset_test_rows(preset: str, num_rows: int):
+    """`(config, params, ids [B, L], scored [B, L-1], segment [L-1])` of the first `num_rows` rows
+    of a preset's test split, generated from its own HMMs: the rows the yardstick benchmarks
+    score, with the positions scored (next token an observation) and each prediction's segment."""
+    import numpy as np
+
+    import hmm_datasets
+    from hmm_datasets.memory import scored_positions
+    from hmm_datasets.sampler import SamplingTables, generate_rows
+
+    config = hmm_datasets.get_preset(preset)
+    params = hmm_datasets.sample_hmm_params(config)
+    ids = generate_rows(config, SamplingTables.from_params(params), "test", 0, num_rows)["input_ids"]
+    ids = torch.as_tensor(ids.astype(np.int64))
+    scored = scored_positions(ids, config.delimiter)
+    segment = torch.as_tensor(hmm_datasets.SampleLayout.from_config(config).segment_ids()[1:]).long()
+    return config, params, ids, scored, segment

@@ -20,14 +20,13 @@ import os
 
 import numpy as np
 import torch
-from common import timed, write_result
+from common import preset_test_rows, timed, write_result
 
 import hmm_datasets
-from hmm_datasets.memory import masked_mean, scored_positions
+from hmm_datasets.memory import masked_mean
 from hmm_datasets.particle import ParticlePriorPredictor, convergence_report
 from hmm_datasets.predictors import ppm_next_token_probs
 from hmm_datasets.prior import convergence, prior_level_probs
-from hmm_datasets.sampler import SamplingTables, generate_rows
 from hmm_datasets.scoring import next_token_scores
 
 SEEDS = (0, 1)
@@ -42,12 +41,7 @@ def nll_by_demos(probs, ids, scored, segment, num_demos: int) -> list[float]:
 
 
 def bench(preset: str, num_rows: int, particles: list[int]) -> dict:
-    config = hmm_datasets.get_preset(preset)
-    params = hmm_datasets.sample_hmm_params(config)
-    ids = generate_rows(config, SamplingTables.from_params(params), "test", 0, num_rows)["input_ids"]
-    ids = torch.as_tensor(ids.astype(np.int64))
-    scored = scored_positions(ids, config.delimiter)
-    segment = torch.as_tensor(hmm_datasets.SampleLayout.from_config(config).segment_ids()[1:]).long()
+    config, params, ids, scored, segment = preset_test_rows(preset, num_rows)
     mixture = hmm_datasets.BayesOptimalPredictor(params, device="cpu", dtype=torch.float64).next_token_probs(
         ids
     )

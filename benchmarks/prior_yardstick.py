@@ -24,10 +24,10 @@ import os
 
 import numpy as np
 import torch
-from common import timed, write_result
+from common import preset_test_rows, timed, write_result
 
 import hmm_datasets
-from hmm_datasets.memory import masked_mean, scored_positions
+from hmm_datasets.memory import masked_mean
 from hmm_datasets.prior import (
     CONVERGENCE_TOLERANCE,
     convergence,
@@ -37,7 +37,6 @@ from hmm_datasets.prior import (
     prior_draws,
     prior_level_probs,
 )
-from hmm_datasets.sampler import SamplingTables, generate_rows
 from hmm_datasets.scoring import next_token_scores
 
 SIZES = {  # test rows and K' per preset: `small` is the study's prior; `tiny` a denser one, for contrast
@@ -63,12 +62,7 @@ def extrapolate(draws: list[int], spreads: list[float], tolerance: float) -> dic
 
 
 def bench(preset: str, num_rows: int, draws: list[int]) -> dict:
-    config = hmm_datasets.get_preset(preset)
-    params = hmm_datasets.sample_hmm_params(config)
-    ids = generate_rows(config, SamplingTables.from_params(params), "test", 0, num_rows)["input_ids"]
-    ids = torch.as_tensor(ids.astype(np.int64))
-    scored = scored_positions(ids, config.delimiter)
-    segment = torch.as_tensor(hmm_datasets.SampleLayout.from_config(config).segment_ids()[1:]).long()
+    config, params, ids, scored, segment = preset_test_rows(preset, num_rows)
     prior_level_probs(config, ids[:2, :8], 4, 0, device=DEVICE)  # warm-up (not the rows timed)
     mixture, mixture_seconds = timed(
         hmm_datasets.BayesOptimalPredictor(params, device=DEVICE).next_token_probs, ids
