@@ -1,6 +1,6 @@
 """The depth-and-seed study: do the paper's layerwise claims hold at the paper's depth?
 
-    python scripts/study.py --records results/depth/models   # default: depths 2,4,8,16; 6 seeds at 4 and 16, 3 at 2 and 8
+    python scripts/study.py --records results/study/models   # default: depths 2,4,8,16; 6 seeds at 4 and 16, 3 at 2 and 8
     python scripts/study.py --study quick --out /tmp/q   # tiny models, seconds (the test suite runs it)
     python scripts/study.py --study small --seeds 0 1 2  # any named pipeline: here the CPU demo's model, 3 seeds
     python scripts/study.py --study diversity-512 --depths 4 --records results/diversity/K512/models  # task diversity

@@ -83,9 +83,9 @@ def block_problems(block: Block) -> list[str]:
 
 def at_tiny_size(source: str) -> str:
     """The block as the suite runs it: presets `small` and `paper` become `tiny`, the study quick,
-    and the default study's committed records folder the quick study's own."""
+    and a study's records folder under results/ the quick study's own."""
     source = re.sub(r"(?<!\w)(small|paper)(?!\w)", "tiny", source)
-    source = re.sub(r"(--records\s+)results/depth/models", r"\1runs/study-quick-records", source)
+    source = re.sub(r"(--records\s+)results/[\w/-]+", r"\1runs/study-quick-records", source)
     return re.sub(r"(scripts/study\.py)(?![\w.])", r"\1 --study quick", source)
 
 
