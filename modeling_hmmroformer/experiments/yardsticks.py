@@ -48,7 +48,7 @@ YARDSTICKS_JSON = "yardsticks.json"
 YARDSTICKS_TENSORS = "yardsticks.safetensors"
 
 
-def split_rows(corpus: Corpus, split: str, rows: int) -> tuple[np.ndarray, np.ndarray]:
+def first_rows(corpus: Corpus, split: str, rows: int) -> tuple[np.ndarray, np.ndarray]:
     """`(input_ids [B, L], task_ids [B])` of the first `rows` rows of `split`."""
     data = corpus.split(split)
     data = data.select(range(min(rows, len(data)))).with_format("numpy")
@@ -76,7 +76,7 @@ def corpus_yardsticks(
     mixture = BayesOptimalPredictor(corpus.params)
     tensors, convergence = {}, {}
     for split in SPLITS:
-        ids, tasks = split_rows(corpus, split, rows)
+        ids, tasks = first_rows(corpus, split, rows)
         own = mixture if split == "test" else BayesOptimalPredictor(corpus.unseen_params)
         prior, second = (
             ParticlePriorPredictor(config, prior_particles, seed).next_token_probs(ids) for seed in (0, 1)
@@ -111,9 +111,9 @@ def read_yardsticks(folder: Path) -> tuple[dict, dict[str, torch.Tensor]]:
     return json.loads((folder / YARDSTICKS_JSON).read_text()), load_file(str(folder / YARDSTICKS_TENSORS))
 
 
-def test_token_means(scores: dict[str, torch.Tensor], layout: SampleLayout) -> dict[str, float]:
-    """The means of per-position scores `[B, L-1]` over test tokens 1..T-1 of every row."""
-    return {name: float(on_test_tokens(values, layout)[:, 1:].mean()) for name, values in scores.items()}
+def test_token_mean(values: torch.Tensor, layout: SampleLayout) -> float:
+    """The mean of per-position scores `[B, L-1]` over test tokens 1..T-1 of every row."""
+    return float(on_test_tokens(values, layout)[:, 1:].mean())
 
 
 def place_model(
@@ -125,15 +125,16 @@ def place_model(
     smaller KL (JSON-ready)."""
     out = {}
     for split in SPLITS:
-        ids = tensors[f"{split}/input_ids"]
-        model = model_probs[split]
-        model_accuracy = test_token_means({"c": next_token_scores(model, ids)["correct"]}, layout)["c"]
-        entry = {"model_accuracy": model_accuracy, "yardsticks": {}}
+        ids, model = tensors[f"{split}/input_ids"], model_probs[split]
+        entry = {"model_accuracy": None, "yardsticks": {}}
         for name in YARDSTICKS:
             reference = tensors[f"{split}/{name}"].double()
-            kl = test_token_means({"kl": next_token_scores(model, ids, reference)["kl"]}, layout)["kl"]
-            accuracy = test_token_means({"c": next_token_scores(reference, ids)["correct"]}, layout)["c"]
-            entry["yardsticks"][name] = {"kl": kl, "accuracy": accuracy}
+            scores = next_token_scores(model, ids, reference)
+            entry["model_accuracy"] = test_token_mean(scores["correct"], layout)
+            entry["yardsticks"][name] = {
+                "kl": test_token_mean(scores["kl"], layout),
+                "accuracy": test_token_mean(next_token_scores(reference, ids)["correct"], layout),
+            }
         entry["nearest"] = min(LEARNERS, key=lambda name: entry["yardsticks"][name]["kl"])
         out[split] = entry
     return out
