@@ -240,11 +240,17 @@ def check_records(records: list[dict], fingerprint: str) -> None:
 
 
 def summarize_study(
-    settings: Settings, run: RunConfig, records: list[dict], corpus_folder: Path, lemma1_folder: Path
+    settings: Settings,
+    run: RunConfig,
+    records: list[dict],
+    corpus_folder: Path,
+    lemma1_folder: Path,
+    yardsticks_folder: Path | None = None,
 ) -> dict:
     """Verdicts per depth across seeds, next to each depth's KL and agreement with Bayes.
 
-    `records` are `model_record`s in the order of the grid; `run` is the study's run config.
+    `records` are `model_record`s in the order of the grid; `run` is the study's run config;
+    `yardsticks_folder` the corpus's yardsticks stage (none for a corpus without unseen tasks).
     """
     corpus = open_corpus(str(corpus_folder))
     lemma1 = _read(lemma1_folder / layout.LEMMA1_JSON)
@@ -281,7 +287,7 @@ def summarize_study(
         "depths": depths,
         "verdict_table": verdict_table(depths),
         "lemma1": lemma1,
-        "yardsticks": corpus_yardstick_facts(corpus_folder.parent / layout.YARDSTICKS),
+        "yardsticks": None if yardsticks_folder is None else corpus_yardstick_facts(yardsticks_folder),
         "models": records,
         "figures": {**layout.STUDY_FIGURES, "lemma1": f"{layout.LEMMA1}/{layout.LEMMA1_PNG}"},
     }

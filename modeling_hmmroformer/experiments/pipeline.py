@@ -540,7 +540,9 @@ def write_study_report(p: Pipeline, state: dict) -> None:
     """A study's figures, results.json and REPORT.md."""
     records = [read_record(p, m) for m in p.models]
     check_records(records, p.record_fingerprint())
-    summary = summarize_study(p.settings, p.run, records, p.corpus, p.out / layout.LEMMA1)
+    summary = summarize_study(
+        p.settings, p.run, records, p.corpus, p.out / layout.LEMMA1, p.out / layout.YARDSTICKS
+    )
     summary["stage_seconds"] = stage_seconds(state)
     summary["machine"] = machine = machine_description()
     layout.build_folder(p.out / layout.FIGURES, lambda staging: plot_study(summary, staging))
