@@ -45,7 +45,8 @@ class ParticlePriorPredictor:
     per row (the HMM's parameters are integrated out exactly). `seed` seeds the particles' draws;
     other seeds give independent estimates. Rows are filtered in chunks of at most
     `memory_budget_bytes` of counts, one generator across the chunks (so an estimate depends on
-    the chunking, not its distribution)."""
+    the chunking, not its distribution), on `device` (a GPU's random stream differs from the
+    CPU's: the same seed gives another estimate of the same distribution there)."""
 
     def __init__(
         self,
@@ -54,6 +55,7 @@ class ParticlePriorPredictor:
         seed: int = 0,
         *,
         memory_budget_bytes: int = DEFAULT_MEMORY_BUDGET,
+        device: str | torch.device = "cpu",
     ) -> None:
         if config.transition_rank is not None:
             raise ValueError(
@@ -68,6 +70,7 @@ class ParticlePriorPredictor:
         self.num_particles = int(num_particles)
         self.seed = int(seed)
         self.memory_budget_bytes = int(memory_budget_bytes)
+        self.device = torch.device(device)
 
     @property
     def rows_per_chunk(self) -> int:
@@ -81,14 +84,18 @@ class ParticlePriorPredictor:
         """`[B, L, V+1]` float64: P(token i+1 | tokens 0..i) under the prior; where token i + 1 is
         a delimiter the layout makes it certain (all mass on the delimiter, as `BayesOptimalPredictor`)."""
         ids = _as_ids(input_ids, self.config.vocab_size)
-        generator = torch.Generator().manual_seed(self.seed)
-        chunks = [self._filter(rows, generator) for rows in ids.split(self.rows_per_chunk)]
+        generator = torch.Generator(self.device).manual_seed(self.seed)
+        chunks = [
+            self._filter(rows.to(self.device), generator).cpu() for rows in ids.split(self.rows_per_chunk)
+        ]
         return _with_delimiters(torch.cat(chunks), ids, self.config.delimiter)
 
     def _filter(self, ids: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """`[B, L, V]`: the particles' weighted predictive of the observation after each position."""
-        particles = _Particles(self.config, ids.shape[0], self.num_particles)
-        out = torch.empty(ids.shape[0], ids.shape[1], self.config.vocab_size, dtype=torch.float64)
+        particles = _Particles(self.config, ids.shape[0], self.num_particles, ids.device)
+        out = torch.empty(
+            ids.shape[0], ids.shape[1], self.config.vocab_size, dtype=torch.float64, device=ids.device
+        )
         for position in range(ids.shape[1]):
             particles.observe(ids[:, position], generator)
             out[:, position] = particles.predictive()
@@ -98,20 +105,23 @@ class ParticlePriorPredictor:
 class _Particles:
     """N weighted state paths per row, as their current states and counts (`[B, N, ...]` float64)."""
 
-    def __init__(self, config: HMMMixtureConfig, batch: int, num_particles: int) -> None:
+    def __init__(
+        self, config: HMMMixtureConfig, batch: int, num_particles: int, device: torch.device
+    ) -> None:
         S, V, N = config.num_states, config.vocab_size, num_particles
+        exact = self._exact = {"dtype": torch.float64, "device": device}
         self.a0, self.aT, self.aE = (
             float(config.initial_concentration),
             float(config.transition_concentration),
             float(config.emission_concentration),
         )
         self.S, self.V = S, V
-        self.state = torch.full((batch, N), _START, dtype=torch.long)
-        self.weight = torch.full((batch, N), 1.0 / N, dtype=torch.float64)
-        self.init = torch.zeros(batch, N, S, dtype=torch.float64)
-        self.trans = torch.zeros(batch, N, S, S, dtype=torch.float64)
-        self.emit = torch.zeros(batch, N, S, V, dtype=torch.float64)
-        self.emit_total = torch.zeros(batch, N, S, dtype=torch.float64)  # emit.sum(-1)
+        self.state = torch.full((batch, N), _START, dtype=torch.long, device=device)
+        self.weight = torch.full((batch, N), 1.0 / N, **exact)
+        self.init = torch.zeros(batch, N, S, **exact)
+        self.trans = torch.zeros(batch, N, S, S, **exact)
+        self.emit = torch.zeros(batch, N, S, V, **exact)
+        self.emit_total = torch.zeros(batch, N, S, **exact)  # emit.sum(-1)
 
     def next_state_probs(self) -> torch.Tensor:
         """`[B, N, S]`: each particle's predictive of the next state (Polya urn of its counts)."""
@@ -136,7 +146,7 @@ class _Particles:
         emitted = self.emit.gather(3, token[:, None, None, None].expand(B, N, self.S, 1)).squeeze(3)
         joint = self.next_state_probs() * (self.aE + emitted) / (self.V * self.aE + self.emit_total)
         likelihood = joint.sum(-1)  # [B, N]
-        uniform = torch.rand(B, N, 1, generator=generator, dtype=torch.float64)
+        uniform = torch.rand(B, N, 1, generator=generator, dtype=torch.float64, device=tokens.device)
         cumulative = (joint / likelihood[..., None]).cumsum(-1)
         drawn = (cumulative < uniform * cumulative[..., -1:]).sum(-1).clamp(max=self.S - 1)
         self._count(drawn, token, observed)
@@ -161,10 +171,10 @@ class _Particles:
         B, N = self.state.shape
         ess = 1.0 / (self.weight**2).sum(-1)
         rows = (observed & (ess < N / 2)).nonzero().squeeze(1)
-        offset = torch.rand(B, 1, generator=generator, dtype=torch.float64)  # drawn for every row
+        offset = torch.rand(B, 1, generator=generator, **self._exact)  # drawn for every row
         if len(rows) == 0:
             return
-        points = (offset[rows] + torch.arange(N, dtype=torch.float64)) / N
+        points = (offset[rows] + torch.arange(N, **self._exact)) / N
         cumulative = self.weight[rows].cumsum(-1)
         picked = torch.searchsorted(cumulative, points * cumulative[:, -1:]).clamp(max=N - 1)
         chosen = (rows[:, None], picked)

@@ -6,6 +6,7 @@
     python scripts/study.py --study diversity-512 --depths 4 --records results/diversity/K512/models  # task diversity
     python scripts/study.py --depths 8 16 --seeds 0 1 2 3 --out runs/study-deep
     python scripts/study.py --redo lemma1            # redo Lemma 1 and every later stage
+    python scripts/study.py --study diversity-32 --jobs 8 --quiet   # 8 models side by side (a GPU box)
     python scripts/study.py --training.per_device_train_batch_size 128 --training.bf16 true   # on a GPU
 
 One corpus and Lemma 1 on it, then each model in turn trained, analysed with its untrained
@@ -50,6 +51,13 @@ def main(argv: list[str] | None = None) -> int:
         help="folder of the per-model records (e.g. results/depth/models): a model recorded there is not "
         "trained or analysed again, and the report reads the records (default: none)",
     )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="models trained and analysed side by side in this many processes, each with an equal share "
+        "of the threads (e.g. 8 on a 16-core GPU box; default: %(default)s)",
+    )
     parser.add_argument("--redo", help="redo this stage and every later one (a stage's name, e.g. lemma1)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args, overrides = parser.parse_known_args(argv)
@@ -68,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             overrides=parse_overrides(overrides),
         )
         pipeline = make_pipeline(settings, out, kind="study", progress=not args.quiet, records=args.records)
-        state = run_pipeline(pipeline, redo=args.redo)
+        state = run_pipeline(pipeline, redo=args.redo, jobs=args.jobs)
     except (ValueError, RuntimeError, OSError) as error:
         return refuse(error)
     results = json.loads((out / layout.RESULTS_JSON).read_text())

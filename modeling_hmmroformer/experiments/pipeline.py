@@ -35,9 +35,12 @@ Every stage builds its output in a hidden sibling and renames it into place
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime
+import fcntl
 import functools
 import json
+import multiprocessing
 import os
 import platform
 import shutil
@@ -74,6 +77,7 @@ KINDS = ("reproduce", "study")
 NOUNS = {"reproduce": "reproduction"}  # what a kind's folder is called in messages
 # each model's stages, in the order they run
 MODEL_STAGES = ("train", "evaluate", "probe", "memory", "knockout")
+STATE_LOCK = ".state.lock"  # held while the state file is merged and written (`mark_complete`)
 MODEL_FILE_SUFFIXES = (".safetensors", ".json", ".py", ".yaml")  # what `model/` copies from training/
 
 
@@ -258,8 +262,14 @@ def forget_stages(state: dict, stages: list[str], first: str) -> dict:
     return {**state, "stages": {name: v for name, v in state["stages"].items() if name not in later}}
 
 
-def run_pipeline(pipeline: Pipeline, *, redo: str | None = None, log: Callable[[str], None] = print) -> dict:
-    """Run every stage the state does not mark complete, in order; returns the final state."""
+def run_pipeline(
+    pipeline: Pipeline, *, redo: str | None = None, log: Callable[[str], None] = print, jobs: int = 1
+) -> dict:
+    """Run every stage the state does not mark complete, in order; returns the final state. With
+    `jobs` > 1 (a study), the models' stages run in that many worker processes side by side, each
+    model whole in one worker, after the shared stages (corpus, Lemma 1, yardsticks) and before the
+    report; each worker gets an equal share of this process's threads."""
+    check_jobs(pipeline, jobs)
     state = read_state(pipeline)
     recorded = [read_record(pipeline, m) for m in pipeline.models if pipeline.has_record(m)]
     check_records(recorded, pipeline.record_fingerprint())  # before anything is written
@@ -275,19 +285,86 @@ def run_pipeline(pipeline: Pipeline, *, redo: str | None = None, log: Callable[[
     pipeline.out.mkdir(parents=True, exist_ok=True)
     write_state(pipeline, state)
     withdraw_report(pipeline, state)
+    side_by_side = model_stage_names(pipeline) if jobs > 1 else set()
     for index, (stage, runner) in enumerate(plan.items(), start=1):
-        prefix = f"[{index}/{len(plan)}] {stage}"
-        if stage in state["stages"]:
-            log(f"{prefix}: complete, skipped ({state['stages'][stage]['seconds']:.1f} s)")
+        if stage in side_by_side:
+            if stage == next(name for name in plan if name in side_by_side):  # the first: all of them
+                run_models_side_by_side(pipeline, state, jobs, log)
             continue
-        log(f"{prefix} ...")
-        started = time.perf_counter()
-        runner()
-        seconds = time.perf_counter() - started
-        state["stages"][stage] = {"seconds": seconds, "completed": now()}
-        write_state(pipeline, state)
-        log(f"{prefix}: done in {seconds:.1f} s")
+        run_stage(pipeline, state, stage, runner, f"[{index}/{len(plan)}] {stage}", log)
     return state
+
+
+def run_stage(
+    p: Pipeline, state: dict, stage: str, runner: Callable[[], None], prefix: str, log: Callable[[str], None]
+) -> None:
+    """One stage, unless the state marks it complete; then marked complete in `state` and on disk."""
+    if stage in state["stages"]:
+        log(f"{prefix}: complete, skipped ({state['stages'][stage]['seconds']:.1f} s)")
+        return
+    log(f"{prefix} ...")
+    started = time.perf_counter()
+    runner()
+    seconds = time.perf_counter() - started
+    mark_complete(p, state, stage, {"seconds": seconds, "completed": now()})
+    log(f"{prefix}: done in {seconds:.1f} s")
+
+
+def mark_complete(p: Pipeline, state: dict, stage: str, entry: dict) -> None:
+    """Add `stage` to `state` and to the state file, merged under a lock with the stages other
+    processes (`--jobs`) completed meanwhile (which `state` gains too)."""
+    with open(p.out / STATE_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        on_disk = json.loads((p.out / layout.state_file(p.kind)).read_text())["stages"]
+        state["stages"] = {**on_disk, **state["stages"], stage: entry}
+        write_state(p, state)
+
+
+def check_jobs(p: Pipeline, jobs: int) -> None:
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"--jobs {jobs!r} must be a whole number of processes, 1 or more.")
+    if jobs > 1 and p.kind != "study":
+        raise ValueError(f"--jobs {jobs} runs a study's models side by side; a reproduction has one model.")
+    if jobs > 1 and p.num_processes > 1:
+        raise ValueError(
+            f"--jobs {jobs} with --num-processes {p.num_processes}: run the models side by side or each on "
+            "several GPUs, not both."
+        )
+
+
+def model_stage_names(p: Pipeline) -> set[str]:
+    return {m.stage(name) for m in p.models for name in (*MODEL_STAGES, "record")}
+
+
+def run_models_side_by_side(p: Pipeline, state: dict, jobs: int, log: Callable[[str], None]) -> None:
+    """Every model not recorded yet, whole, in `jobs` worker processes (spawned: a GPU works in
+    each), in the plan's order; `state` gains their stages. A worker's error stops the models not
+    started and is raised here once the running ones end."""
+    models = [m for m in p.models if not p.has_record(m)]
+    threads = max(1, torch.get_num_threads() // jobs)
+    log(f"{len(models)} models in {jobs} processes side by side, {threads} thread(s) each ...")
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
+        futures = [pool.submit(run_model_stages, p, m, threads) for m in models]
+        try:
+            for future in concurrent.futures.as_completed(futures):
+                future.result()
+        except BaseException:
+            pool.shutdown(cancel_futures=True)
+            raise
+    state["stages"] = read_state(p)["stages"]
+
+
+def run_model_stages(p: Pipeline, m: ModelRun, threads: int) -> None:
+    """A worker of `run_models_side_by_side`: model `m`'s stages, in order, with `threads` threads."""
+    torch.set_num_threads(threads)
+    if not p.progress:
+        transformers.utils.logging.disable_progress_bar()
+    state = read_state(p)
+    plan = stage_plan(p, state)
+    for name in (*MODEL_STAGES, "record"):
+        stage = m.stage(name)
+        run_stage(p, state, stage, plan[stage], stage, print)
 
 
 def corpus_damage(p: Pipeline) -> str | None:

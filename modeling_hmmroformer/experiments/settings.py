@@ -44,6 +44,10 @@ from .layout import RUN_CONFIG_YAML
 
 CONFIGS_DIR = Path(__file__).resolve().parents[2] / "configs"
 SCRIPTS_DIR = CONFIGS_DIR.parent / "scripts"  # the train script that `accelerate launch` runs
+# The task-diversity study's prior-level yardstick: N state paths per row. Two particle sets of
+# N = 65,536 differ by 0.0088 nats/token on small's prior (under the 0.01 rule; N = 16,384: 0.0156),
+# seconds on a GPU and about 50 minutes per corpus on 2 CPU cores (docs/study.md).
+DIVERSITY_PARTICLES = 65536
 
 
 # ---- YAML 1.2 and the override syntax ---------------------------------------------------------
@@ -387,6 +391,7 @@ PRESETS = {
                 seeds=(0, 1, 2, 3, 4, 5),
                 overrides={"corpus": {"preset": f"diversity-{k}"}},
                 corpus_table_rows=128,
+                prior_particles=DIVERSITY_PARTICLES,
             )
             for k in (32, 512, 8192)
         ),
@@ -397,6 +402,7 @@ PRESETS = {
             seeds=(0, 1, 2, 3, 4, 5),
             overrides={"corpus": {"preset": "diversity-512", "seed": 1}},
             corpus_table_rows=128,
+            prior_particles=DIVERSITY_PARTICLES,
         ),
         # The test suite's end-to-end study: seconds on 2 cores.
         Settings(
