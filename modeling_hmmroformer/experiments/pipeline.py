@@ -70,7 +70,7 @@ from .memory import write_lemma1, write_model_memory
 from .plots import plot_study
 from .settings import CONFIGS_DIR, SCRIPTS_DIR, RunConfig, Settings, fingerprint, load_run_config
 from .summary import summarize_model_folder
-from .training import checkpoints, is_complete_checkpoint, train
+from .training import SIDE_BY_SIDE_ENV, checkpoints, is_complete_checkpoint, train
 from .yardsticks import SPLITS, corpus_yardsticks, place_model, read_yardsticks, write_yardsticks
 
 KINDS = ("reproduce", "study")
@@ -275,6 +275,7 @@ def run_pipeline(
     check_records(recorded, pipeline.record_fingerprint())  # before anything is written
     if redo is not None:
         state = forget_stages(state, stage_names(pipeline), redo)
+    state = forget_models_gone(pipeline, state, log)
     damage = corpus_damage(pipeline) if "corpus" in state["stages"] else None
     if damage is not None:  # the corpus stage is redone (the same bytes), not skipped
         log(f"corpus: {damage}; redoing the stage")
@@ -345,7 +346,7 @@ def run_models_side_by_side(p: Pipeline, state: dict, jobs: int, log: Callable[[
     log(f"{len(models)} models in {jobs} processes side by side, {threads} thread(s) each ...")
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
-        futures = [pool.submit(run_model_stages, p, m, threads) for m in models]
+        futures = [pool.submit(run_model_stages, p, m, threads, jobs) for m in models]
         try:
             for future in concurrent.futures.as_completed(futures):
                 future.result()
@@ -355,9 +356,11 @@ def run_models_side_by_side(p: Pipeline, state: dict, jobs: int, log: Callable[[
     state["stages"] = read_state(p)["stages"]
 
 
-def run_model_stages(p: Pipeline, m: ModelRun, threads: int) -> None:
-    """A worker of `run_models_side_by_side`: model `m`'s stages, in order, with `threads` threads."""
+def run_model_stages(p: Pipeline, m: ModelRun, threads: int, jobs: int) -> None:
+    """A worker of `run_models_side_by_side` (one of `jobs`): model `m`'s stages, in order, with
+    `threads` threads."""
     torch.set_num_threads(threads)
+    os.environ[SIDE_BY_SIDE_ENV] = str(jobs)  # the cores are shared on purpose: no idle-core warning
     if not p.progress:
         transformers.utils.logging.disable_progress_bar()
     state = read_state(p)
@@ -365,6 +368,17 @@ def run_model_stages(p: Pipeline, m: ModelRun, threads: int) -> None:
     for name in (*MODEL_STAGES, "record"):
         stage = m.stage(name)
         run_stage(p, state, stage, plan[stage], stage, print)
+
+
+def forget_models_gone(p: Pipeline, state: dict, log: Callable[[str], None]) -> dict:
+    """The state without the stages of models whose folder is gone (a study folder carried to
+    another machine with its shared stages only): those models start over, and the report after them."""
+    gone = [m for m in p.models if not m.folder.is_dir()]
+    stages = {m.stage(name) for m in gone for name in (*MODEL_STAGES, "record")} & set(state["stages"])
+    if stages:
+        log(f"{len(stages)} stages of models whose folder is gone are redone")
+        stages.add("report")
+    return {**state, "stages": {name: v for name, v in state["stages"].items() if name not in stages}}
 
 
 def corpus_damage(p: Pipeline) -> str | None:

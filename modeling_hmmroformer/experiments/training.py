@@ -331,10 +331,13 @@ def build_model(run: RunConfig, corpus_config: HMMMixtureConfig) -> HMMRoFormerF
     return model
 
 
+SIDE_BY_SIDE_ENV = "HMM_ROFORMER_JOBS"  # set in a study's workers (`--jobs`): processes sharing the cores
+
+
 def warn_about_idle_cores() -> None:
     """`accelerate launch --cpu` without `--num_processes` sets OMP_NUM_THREADS=1: half speed on 2 cores."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    processes = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get(SIDE_BY_SIDE_ENV, "1")))
     if torch.get_num_threads() * processes < cores:
         logger.warning(
             f"training on CPU with {torch.get_num_threads()} thread(s) per process x {processes} process(es) "

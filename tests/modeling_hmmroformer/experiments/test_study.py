@@ -3,6 +3,7 @@ untrained control at the training's own initialisation, and bad input refused.""
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -228,3 +229,47 @@ def test_excess_kl_by_test_position_is_averaged_in_bins_across_seeds():
     assert [stat["n"] for stat in row["twin"]] == [2, 2, 2]
     assert row["in_context"] is None
     assert kl_by_test_position([{}]) is None
+
+
+def without_times(record):
+    """A record without its wall times (the only thing two runs of a model may differ in)."""
+    if isinstance(record, dict):
+        return {key: without_times(value) for key, value in record.items() if key != "seconds"}
+    return [without_times(value) for value in record] if isinstance(record, list) else record
+
+
+def test_models_side_by_side_give_the_records_of_one_at_a_time(tmp_path):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # what each of two workers gets on 2 cores
+    try:
+        run_pipeline(quick_study(tmp_path / "one", depths=(2,), seeds=(0,)), log=lambda line: None)
+    finally:
+        torch.set_num_threads(threads)
+    logged = []
+    side_by_side = quick_study(tmp_path / "two", depths=(2,), seeds=(0, 1))
+    torch.set_num_threads(2)  # shared by two workers: one thread each
+    try:
+        run_pipeline(side_by_side, log=logged.append, jobs=2)
+    finally:
+        torch.set_num_threads(threads)
+    assert "2 models in 2 processes side by side, 1 thread(s) each ..." in logged
+    record = "models/depth2-seed0/record.json"
+    one, two = (json.loads((tmp_path / name / record).read_text()) for name in ("one", "two"))
+    assert without_times(one) == without_times(two)
+    state = json.loads((tmp_path / "two" / "study_state.json").read_text())
+    assert all(m.stage(name) in state["stages"] for m in side_by_side.models for name in MODEL_STAGES)
+    # a model folder gone (a folder carried elsewhere without it): its stages are redone, alone
+    shutil.rmtree(tmp_path / "two" / "models" / "depth2-seed1")
+    logged.clear()
+    run_pipeline(side_by_side, log=logged.append)
+    assert "6 stages of models whose folder is gone are redone" in logged
+    assert [line for line in logged if line.endswith("...")] == [
+        f"[{i}/16] {name} depth2 seed1 ..." for i, name in enumerate((*MODEL_STAGES, "record"), start=10)
+    ] + ["[16/16] report ..."]
+
+
+@pytest.mark.parametrize("jobs", [0, 1.5, True])
+def test_a_bad_number_of_jobs_is_refused(tmp_path, jobs):
+    with pytest.raises(ValueError, match="--jobs"):
+        run_pipeline(quick_study(tmp_path / "s"), jobs=jobs)
+    assert not (tmp_path / "s").exists()
