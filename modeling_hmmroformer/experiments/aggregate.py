@@ -24,7 +24,7 @@ from .claims import decide_claims, layer_one, model_statistics, profiles
 from .memory import memory_equivalent_text, recorded_memory_equivalent
 from .settings import RunConfig, Settings, config_for_corpus
 from .verdicts import across_seeds
-from .yardsticks import LEARNERS, YARDSTICKS_JSON
+from .yardsticks import LEARNERS, YARDSTICKS_JSON, nearest_learner
 
 RECORD_VERSION = 2  # bumped when a record's statistics change: older records are refused
 
@@ -134,10 +134,12 @@ def kl_by_test_position(records: list[dict]) -> dict | None:
     }
 
 
-def yardsticks_row(records: list[dict]) -> dict | None:
+def yardsticks_row(records: list[dict], spreads: dict[str, float]) -> dict | None:
     """One depth's models against the yardsticks (`yardsticks.place_model`), per split: KL to
     each yardstick and top-1 accuracy across seeds, each yardstick's own accuracy, and how many
-    seeds are nearest each learner. None for models of a corpus without unseen tasks."""
+    seeds are nearest each learner by more than the prior-level estimate's spread on the split
+    (`spreads`; `yardsticks.nearest_learner`), or tied. None for models of a corpus without
+    unseen tasks."""
     placed = [r.get("yardsticks") for r in records]
     if not placed or any(p is None for p in placed):
         return None
@@ -149,9 +151,16 @@ def yardsticks_row(records: list[dict]) -> dict | None:
             "model_accuracy": across_seeds([e["model_accuracy"] for e in entries]),
             "kl": {name: across_seeds([e["yardsticks"][name]["kl"] for e in entries]) for name in names},
             "accuracy": {name: entries[0]["yardsticks"][name]["accuracy"] for name in names},
-            "nearest": {name: sum(e["nearest"] == name for e in entries) for name in LEARNERS},
+            "nearest": {
+                name: sum(nearest_learner(kls(e), spreads[split]) == name for e in entries)
+                for name in (*LEARNERS, "tied")
+            },
         }
     return out
+
+
+def kls(entry: dict) -> dict[str, float]:
+    return {name: value["kl"] for name, value in entry["yardsticks"].items()}
 
 
 def corpus_yardstick_facts(folder: Path) -> dict | None:
@@ -254,6 +263,10 @@ def summarize_study(
     """
     corpus = open_corpus(str(corpus_folder))
     lemma1 = _read(lemma1_folder / layout.LEMMA1_JSON)
+    facts = None if yardsticks_folder is None else corpus_yardstick_facts(yardsticks_folder)
+    spreads = (
+        {} if facts is None else {s: c["spread"]["kl_symmetric"] for s, c in facts["convergence"].items()}
+    )
     depths = []
     for depth in dict.fromkeys(r["depth"] for r in records):  # in the order of the grid
         mine = [r for r in records if r["depth"] == depth]
@@ -268,7 +281,7 @@ def summarize_study(
                 "kl_by_test_position": kl_by_test_position(mine),
                 "verdicts": verdict_rows(mine),
                 "layer_one": layer_one_row(mine),
-                "yardsticks": yardsticks_row(mine),
+                "yardsticks": yardsticks_row(mine, spreads),
                 "memory": memory_row(depth, mine, lemma1),
                 "seconds": time_row(mine),
             }
@@ -287,7 +300,7 @@ def summarize_study(
         "depths": depths,
         "verdict_table": verdict_table(depths),
         "lemma1": lemma1,
-        "yardsticks": None if yardsticks_folder is None else corpus_yardstick_facts(yardsticks_folder),
+        "yardsticks": facts,
         "models": records,
         "figures": {**layout.STUDY_FIGURES, "lemma1": f"{layout.LEMMA1}/{layout.LEMMA1_PNG}"},
     }

@@ -124,6 +124,15 @@ def test_token_mean(values: torch.Tensor, layout: SampleLayout) -> float:
     return float(on_test_tokens(values, layout)[:, 1:].mean())
 
 
+def nearest_learner(kl: dict[str, float], spread: float) -> str:
+    """The learner of `LEARNERS` a model is nearest, from its KL to each, when its lead is larger
+    than the prior-level estimate's Monte Carlo `spread` on the split (the symmetric KL between two
+    particle sets, `corpus_yardsticks`' convergence); else "tied": within the estimate's own error,
+    the yardstick decides nothing."""
+    near, far = sorted(LEARNERS, key=lambda name: kl[name])
+    return near if kl[far] - kl[near] > spread else "tied"
+
+
 def place_model(
     model_probs: dict[str, torch.Tensor], tensors: dict[str, torch.Tensor], layout: SampleLayout
 ) -> dict:

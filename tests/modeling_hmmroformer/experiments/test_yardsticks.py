@@ -12,6 +12,7 @@ from modeling_hmmroformer.experiments.yardsticks import (
     YARDSTICKS,
     corpus_yardsticks,
     first_rows,
+    nearest_learner,
     place_model,
 )
 
@@ -57,3 +58,10 @@ def test_a_model_that_is_a_yardstick_is_placed_on_it(unseen_corpus, yardsticks):
 def test_a_corpus_without_unseen_tasks_is_refused_in_one_line():
     with pytest.raises(ValueError, match="num_test_unseen"):
         corpus_yardsticks(open_corpus("tiny"), rows=4, prior_particles=4)
+
+
+def test_a_learner_is_nearest_only_by_more_than_the_prior_estimates_spread():
+    kl = {"mixture": 1.747, "prior": 1.755}
+    assert nearest_learner(kl, spread=0.001) == "mixture"
+    assert nearest_learner(kl, spread=0.011) == "tied"  # the lead (0.008) is within the estimate's error
+    assert nearest_learner({"mixture": 0.5, "prior": 0.1}, spread=0.011) == "prior"
