@@ -6,20 +6,28 @@ costliest part of each analysis.
     probs = cached("bayes", params, input_ids, lambda: bayes.next_token_probs(input_ids))
 
 A key is a hash of the mixture's parameters and the rows (and task ids where they matter);
-the oldest entries are dropped past `MAX_BYTES` held.
+the oldest entries are dropped past `MAX_BYTES` held. Processes that work side by side (a
+study's `--jobs`) share their predictions through a folder named by the environment variable
+`HMM_DATASETS_CACHE`, when it is set: a prediction missing in memory is read from there, and
+one computed is written there (whole or not at all).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import re
 from collections import OrderedDict
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors.torch import load_file, save_file
 
 from .params import HMMParams
 
+CACHE_ENV = "HMM_DATASETS_CACHE"  # a folder shared by processes side by side (module docstring)
 MAX_BYTES = 2**30
 _ENTRIES: OrderedDict[tuple, torch.Tensor] = OrderedDict()
 
@@ -41,11 +49,33 @@ def cached(name: str, params: HMMParams, input_ids, compute: Callable[[], torch.
     if key in _ENTRIES:
         _ENTRIES.move_to_end(key)
         return _ENTRIES[key]
-    value = compute()
+    path = shared_path(key)
+    if path is not None and path.is_file():
+        value = load_file(str(path))["value"]
+    else:
+        value = compute()
+        if path is not None and value.device.type == "cpu":  # a GPU's predictions stay in its process
+            write_shared(path, value)
     _ENTRIES[key] = value
     while len(_ENTRIES) > 1 and sum(t.numel() * t.element_size() for t in _ENTRIES.values()) > MAX_BYTES:
         _ENTRIES.popitem(last=False)
     return value
+
+
+def shared_path(key: tuple[str, str]) -> Path | None:
+    """The file of `key` in the folder `HMM_DATASETS_CACHE` names, or None when it is not set."""
+    folder = os.environ.get(CACHE_ENV)
+    if not folder:
+        return None
+    return Path(folder) / f"{re.sub(r'[^A-Za-z0-9.-]', '_', key[0])}-{key[1]}.safetensors"
+
+
+def write_shared(path: Path, value: torch.Tensor) -> None:
+    """`value` into `path`, whole or not at all: written beside it, then renamed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_name(f".{path.name}.{os.getpid()}")
+    save_file({"value": value.detach().cpu().contiguous()}, str(staging))
+    os.replace(staging, path)
 
 
 def clear() -> None:

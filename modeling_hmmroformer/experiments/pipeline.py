@@ -36,6 +36,7 @@ Every stage builds its output in a hidden sibling and renames it into place
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import datetime
 import fcntl
 import functools
@@ -54,6 +55,7 @@ from pathlib import Path
 import torch
 import transformers
 
+from hmm_datasets.cache import CACHE_ENV
 from hmm_datasets.corpus import open_corpus
 from hmm_datasets.export import MANIFEST_FILENAME, corpus_folder_problem, export_corpus
 from hmm_datasets.predictors import reference_predictors
@@ -77,6 +79,7 @@ KINDS = ("reproduce", "study")
 NOUNS = {"reproduce": "reproduction"}  # what a kind's folder is called in messages
 # each model's stages, in the order they run
 MODEL_STAGES = ("train", "evaluate", "probe", "memory", "knockout")
+PREDICTIONS = ".predictions"  # exact predictions shared by `--jobs` workers (`shared_predictions`)
 STATE_LOCK = ".state.lock"  # held while the state file is merged and written (`mark_complete`)
 MODEL_FILE_SUFFIXES = (".safetensors", ".json", ".py", ".yaml")  # what `model/` copies from training/
 
@@ -287,13 +290,30 @@ def run_pipeline(
     write_state(pipeline, state)
     withdraw_report(pipeline, state)
     side_by_side = model_stage_names(pipeline) if jobs > 1 else set()
-    for index, (stage, runner) in enumerate(plan.items(), start=1):
-        if stage in side_by_side:
-            if stage == next(name for name in plan if name in side_by_side):  # the first: all of them
-                run_models_side_by_side(pipeline, state, jobs, log)
-            continue
-        run_stage(pipeline, state, stage, runner, f"[{index}/{len(plan)}] {stage}", log)
+    with shared_predictions(pipeline.out / PREDICTIONS if jobs > 1 else None):
+        for index, (stage, runner) in enumerate(plan.items(), start=1):
+            if stage in side_by_side:
+                if stage == next(name for name in plan if name in side_by_side):  # the first: all of them
+                    run_models_side_by_side(pipeline, state, jobs, log)
+                continue
+            run_stage(pipeline, state, stage, runner, f"[{index}/{len(plan)}] {stage}", log)
     return state
+
+
+@contextlib.contextmanager
+def shared_predictions(folder: Path | None):
+    """With a folder: this process and the workers it starts share their exact predictions there
+    (`hmm_datasets.cache`: Lemma 1's memory-L predictors serve every model's memory stage)."""
+    before = os.environ.get(CACHE_ENV)
+    if folder is not None:
+        os.environ[CACHE_ENV] = str(folder)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(CACHE_ENV, None)
+        else:
+            os.environ[CACHE_ENV] = before
 
 
 def run_stage(

@@ -72,3 +72,22 @@ def test_cached_predictors_equal_the_predictor(tiny):
     assert again[5] is memory[5]
     for m in (2, 3, 5):
         torch.testing.assert_close(again.get(m, memory.get(m)), bayes.truncated_next_token_probs(ids, m))
+
+
+def test_processes_side_by_side_share_predictions_through_a_folder(tiny, tmp_path, monkeypatch):
+    params, ids, _ = tiny
+    first = cache.cached("bayes-memory-2", params, ids, lambda: torch.arange(6.0).reshape(2, 3))
+    assert not list(tmp_path.iterdir())  # no folder named: nothing written
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path / "shared"))
+    cache.clear()
+    cache.cached("bayes-memory-2", params, ids, lambda: first)
+    written = list((tmp_path / "shared").iterdir())
+    assert len(written) == 1 and written[0].suffix == ".safetensors"
+    cache.clear()  # another process: its memory empty, the folder there
+
+    def never():
+        raise AssertionError("computed again instead of read from the shared folder")
+
+    assert torch.equal(cache.cached("bayes-memory-2", params, ids, never), first)
+    other_rows = ids[:2]
+    assert cache.cached("bayes-memory-2", params, other_rows, lambda: first + 1)[0, 0] == 1.0

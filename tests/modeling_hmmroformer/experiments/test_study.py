@@ -2,6 +2,7 @@
 untrained control at the training's own initialisation, and bad input refused."""
 
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from hmm_datasets import cache
 from model_cards.render import seconds_spread_text
 from modeling_hmmroformer.experiments.aggregate import bins_of_test_positions, kl_by_test_position, time_row
 from modeling_hmmroformer.experiments.claims import CLAIMS
@@ -256,6 +258,9 @@ def test_models_side_by_side_give_the_records_of_one_at_a_time(tmp_path):
     record = "models/depth2-seed0/record.json"
     one, two = (json.loads((tmp_path / name / record).read_text()) for name in ("one", "two"))
     assert without_times(one) == without_times(two)
+    # Lemma 1's memory-L predictions, made before the workers started, served their memory stages
+    assert list((tmp_path / "two" / ".predictions").glob("bayes-memory-*.safetensors"))
+    assert cache.CACHE_ENV not in os.environ  # set only while the stages ran
     state = json.loads((tmp_path / "two" / "study_state.json").read_text())
     assert all(m.stage(name) in state["stages"] for m in side_by_side.models for name in MODEL_STAGES)
     # a model folder gone (a folder carried elsewhere without it): its stages are redone, alone
