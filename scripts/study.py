@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=1,
         help="models trained and analysed side by side in this many processes, each with an equal share "
-        "of the threads (e.g. 8 on a 16-core GPU box; default: %(default)s)",
+        "of the threads, e.g. 8 on a 16-core GPU box (default: %(default)s)",
     )
     parser.add_argument("--redo", help="redo this stage and every later one (a stage's name, e.g. lemma1)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")

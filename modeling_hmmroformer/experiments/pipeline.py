@@ -80,7 +80,6 @@ NOUNS = {"reproduce": "reproduction"}  # what a kind's folder is called in messa
 # each model's stages, in the order they run
 MODEL_STAGES = ("train", "evaluate", "probe", "memory", "knockout")
 PREDICTIONS = ".predictions"  # exact predictions shared by `--jobs` workers (`shared_predictions`)
-STATE_LOCK = ".state.lock"  # held while the state file is merged and written (`mark_complete`)
 MODEL_FILE_SUFFIXES = (".safetensors", ".json", ".py", ".yaml")  # what `model/` copies from training/
 
 
@@ -334,11 +333,14 @@ def run_stage(
 def mark_complete(p: Pipeline, state: dict, stage: str, entry: dict) -> None:
     """Add `stage` to `state` and to the state file, merged under a lock with the stages other
     processes (`--jobs`) completed meanwhile (which `state` gains too)."""
-    with open(p.out / STATE_LOCK, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    folder = os.open(p.out, os.O_RDONLY)  # the lock is the folder's: no lock file is left behind
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)
         on_disk = json.loads((p.out / layout.state_file(p.kind)).read_text())["stages"]
         state["stages"] = {**on_disk, **state["stages"], stage: entry}
         write_state(p, state)
+    finally:
+        os.close(folder)  # and the lock with it
 
 
 def check_jobs(p: Pipeline, jobs: int) -> None:
