@@ -146,7 +146,7 @@ class _Particles:
         emitted = self.emit.gather(3, token[:, None, None, None].expand(B, N, self.S, 1)).squeeze(3)
         joint = self.next_state_probs() * (self.aE + emitted) / (self.V * self.aE + self.emit_total)
         likelihood = joint.sum(-1)  # [B, N]
-        uniform = torch.rand(B, N, 1, generator=generator, dtype=torch.float64, device=tokens.device)
+        uniform = torch.rand(B, N, 1, generator=generator, **self._exact)
         cumulative = (joint / likelihood[..., None]).cumsum(-1)
         drawn = (cumulative < uniform * cumulative[..., -1:]).sum(-1).clamp(max=self.S - 1)
         self._count(drawn, token, observed)

@@ -3,7 +3,7 @@
     python scripts/study.py --records results/study/models   # default: depths 2,4,8,16; 6 seeds at 4 and 16, 3 at 2 and 8
     python scripts/study.py --study quick --out /tmp/q   # tiny models, seconds (the test suite runs it)
     python scripts/study.py --study small --seeds 0 1 2  # any named pipeline: here the CPU demo's model, 3 seeds
-    python scripts/study.py --study diversity-512 --depths 4 --records results/diversity/K512/models  # task diversity
+    python scripts/study.py --study diversity-512 --depths 4 --records results/diversity/diversity-512/models  # task diversity
     python scripts/study.py --depths 8 16 --seeds 0 1 2 3 --out runs/study-deep
     python scripts/study.py --redo lemma1            # redo Lemma 1 and every later stage
     python scripts/study.py --study diversity-32 --jobs 8 --quiet   # 8 models side by side (a GPU box)

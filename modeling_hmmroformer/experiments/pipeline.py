@@ -23,6 +23,9 @@ A study with a records folder (`--records`, e.g. results/depth/models) skips eve
 a model whose record is there: a study interrupted at any point goes on from the committed
 records without redoing a finished model, and its report reads records only.
 
+A study run with `jobs` > 1 (`--jobs`) trains and analyses its models side by side in that many
+worker processes, after the shared stages and before the report (`run_models_side_by_side`).
+
 The folder's state file names the settings' fingerprint and every complete stage with its
 wall time. A rerun skips the complete stages and redoes the others (and the corpus stage when its
 folder no longer matches the manifest it was written with: a shard deleted, truncated or
@@ -395,7 +398,7 @@ def run_model_stages(p: Pipeline, m: ModelRun, threads: int, jobs: int) -> None:
 def forget_models_gone(p: Pipeline, state: dict, log: Callable[[str], None]) -> dict:
     """The state without the stages of models whose folder is gone (a study folder carried to
     another machine with its shared stages only): those models start over, and the report after them."""
-    gone = [m for m in p.models if not m.folder.is_dir()]
+    gone = [m for m in p.models if not m.folder.is_dir() and not p.has_record(m)]
     stages = {m.stage(name) for m in gone for name in (*MODEL_STAGES, "record")} & set(state["stages"])
     if stages:
         log(f"{len(stages)} stages of models whose folder is gone are redone")
