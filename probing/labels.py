@@ -88,7 +88,12 @@ def probe_tasks(params: HMMParams, num_tasks: int) -> np.ndarray:
     """
     if num_tasks < 2:
         raise ValueError(f"num_probe_tasks={num_tasks}: a task-identity probe needs at least 2 tasks.")
-    return np.arange(min(num_tasks, params.num_tasks))
+    if num_tasks > params.num_tasks:
+        raise ValueError(
+            f"num_probe_tasks={num_tasks} but the corpus has {params.num_tasks} HMMs: probe at most "
+            f"{params.num_tasks} tasks, or use a corpus of {num_tasks} HMMs or more."
+        )
+    return np.arange(num_tasks)
 
 
 def sample_probe_rows(

@@ -182,6 +182,7 @@ def make_pipeline(
             "folder of your own, run scripts/train.py with --data.source (nothing was written)."
         )
     run = load_run_config(Path(configs_dir) / settings.run_config, settings.overrides)
+    check_probe_tasks(settings, run)
     run = run.with_overrides({"data": {"source": str(out / layout.CORPUS)}})
     models = []
     for seed in settings.seeds or (run.seed,):
@@ -199,6 +200,16 @@ def make_pipeline(
             models.append(ModelRun(depth, seed, folder, placed, tag))
     records = None if records is None else Path(records)
     return Pipeline(settings, out, kind, run, models, num_processes, progress, records)
+
+
+def check_probe_tasks(settings: Settings, run: RunConfig) -> None:
+    """Refuse, before anything is written, a corpus with fewer HMMs than the probes cover."""
+    probed, hmms = settings.probe_config().num_probe_tasks, run.corpus_config().num_tasks
+    if probed > hmms:
+        raise ValueError(
+            f"the probes of {settings.name!r} cover {probed} tasks but --corpus.num_tasks is {hmms}: give the "
+            f"corpus at least {probed} HMMs (--corpus.num_tasks {probed}; nothing was written)."
+        )
 
 
 def stage_plan(pipeline: Pipeline, state: dict) -> dict[str, Callable[[], None]]:

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from hmm_datasets import SampleLayout
+from hmm_datasets import SampleLayout, get_preset, sample_hmm_params
 from hmm_datasets.corpus import open_corpus
 from probing import position_labels, previous_token_labels
-from probing.labels import sample_positions, split_rows, token_features
+from probing.labels import probe_tasks, sample_positions, split_rows, token_features
 
 
 @pytest.mark.parametrize("distance", [1, 3, 7])
@@ -115,3 +115,10 @@ def test_the_previous_token_at_row_position_zero_is_none(layout):
     previous = token_features(ids, positions, layout, vocab)[..., vocab + 1 : 2 * vocab + 3]
     assert (previous[:, 0].argmax(-1) == vocab + 1).all()  # "none"
     np.testing.assert_array_equal(previous[:, 1].argmax(-1), ids[:, 0])
+
+
+def test_probes_over_more_tasks_than_the_corpus_has_are_refused_with_both_numbers():
+    params = sample_hmm_params(get_preset("tiny"))  # 8 HMMs
+    assert probe_tasks(params, 8).tolist() == list(range(8))
+    with pytest.raises(ValueError, match="num_probe_tasks=9 but the corpus has 8 HMMs"):
+        probe_tasks(params, 9)

@@ -195,6 +195,8 @@ def test_bad_study_settings_are_refused(changes, message):
         (["--memories", "0"], "at least 1 token"),
         (["--study", "nope"], "'nope' is not a named pipeline"),
         (["--redo", "nothing"], "not a stage"),
+        (["--corpus.num_tasks", "3"], "cover 4 tasks but --corpus.num_tasks is 3"),
+        (["--jobs", "0"], "--jobs 0 must be a whole number"),
     ],
 )
 def test_bad_input_is_one_error_line_and_writes_nothing(run_script, tmp_path, arguments, message):
