@@ -117,8 +117,7 @@ def test_the_previous_token_at_row_position_zero_is_none(layout):
     np.testing.assert_array_equal(previous[:, 1].argmax(-1), ids[:, 0])
 
 
-def test_probes_over_more_tasks_than_the_corpus_has_are_refused_with_both_numbers():
+def test_the_probes_cover_the_first_tasks_and_at_most_every_task():
     params = sample_hmm_params(get_preset("tiny"))  # 8 HMMs
-    assert probe_tasks(params, 8).tolist() == list(range(8))
-    with pytest.raises(ValueError, match="num_probe_tasks=9 but the corpus has 8 HMMs"):
-        probe_tasks(params, 9)
+    assert probe_tasks(params, 3).tolist() == [0, 1, 2]
+    assert probe_tasks(params, 16).tolist() == list(range(8))
