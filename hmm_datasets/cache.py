@@ -44,7 +44,8 @@ def digest(params: HMMParams, *arrays) -> str:
 
 def cached(name: str, params: HMMParams, input_ids, compute: Callable[[], torch.Tensor], task_ids=None):
     """`compute()`, or the tensor it returned before for the same `name`, parameters, rows and
-    tasks in this process. The caller must not modify the result in place."""
+    tasks in this process, or in any process sharing the folder `HMM_DATASETS_CACHE` names. The
+    caller must not modify the result in place."""
     key = (name, digest(params, input_ids, *([] if task_ids is None else [task_ids])))
     if key in _ENTRIES:
         _ENTRIES.move_to_end(key)
