@@ -84,7 +84,7 @@ def sample_positions(layout: SampleLayout, num_rows: int, per_row: int | None, s
 def probe_tasks(params: HMMParams, num_tasks: int) -> np.ndarray:
     """The tasks the task and hidden-state probes cover: the first `num_tasks` of the mixture, or
     all of them when it has fewer (`hmm-probe`'s default of 16 on a corpus of 8; a study refuses
-    such a corpus before training, `pipeline.check_probe_tasks`).
+    such a corpus before training).
 
     The mixture's tasks are i.i.d. draws, so the first k are a random subset of them.
     """

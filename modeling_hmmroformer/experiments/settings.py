@@ -45,8 +45,8 @@ from .layout import RUN_CONFIG_YAML
 CONFIGS_DIR = Path(__file__).resolve().parents[2] / "configs"
 SCRIPTS_DIR = CONFIGS_DIR.parent / "scripts"  # the train script that `accelerate launch` runs
 # The task-diversity study's prior-level yardstick: N state paths per row. Two particle sets of
-# N = 65,536 differ by 0.0088 nats/token on small's prior (under the 0.01 rule; N = 16,384: 0.0156),
-# seconds on a GPU and about 50 minutes per corpus on 2 CPU cores (docs/study.md).
+# N = 65,536 differ by 0.008-0.013 nats/token on 128 rows of small's prior (N = 16,384: 0.0156 on
+# 32 rows); about a minute per corpus on an H100, about 50 minutes on 2 CPU cores (docs/study.md).
 DIVERSITY_PARTICLES = 65536
 
 
