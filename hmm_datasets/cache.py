@@ -9,11 +9,14 @@ A key is a hash of the mixture's parameters and the rows (and task ids where the
 the oldest entries are dropped past `MAX_BYTES` held. Processes that work side by side (a
 study's `--jobs`) share their predictions through a folder named by the environment variable
 `HMM_DATASETS_CACHE`, when it is set: a prediction missing in memory is read from there, and
-one computed is written there (whole or not at all).
+one computed is written there (whole or not at all), by the first process to ask for it while the
+others wait for it under a lock.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import re
@@ -51,12 +54,7 @@ def cached(name: str, params: HMMParams, input_ids, compute: Callable[[], torch.
         _ENTRIES.move_to_end(key)
         return _ENTRIES[key]
     path = shared_path(key)
-    if path is not None and path.is_file():
-        value = load_file(str(path))["value"]
-    else:
-        value = compute()
-        if path is not None and value.device.type == "cpu":  # a GPU's predictions stay in its process
-            write_shared(path, value)
+    value = compute() if path is None else shared_value(path, compute)
     _ENTRIES[key] = value
     while len(_ENTRIES) > 1 and sum(t.numel() * t.element_size() for t in _ENTRIES.values()) > MAX_BYTES:
         _ENTRIES.popitem(last=False)
@@ -71,9 +69,29 @@ def shared_path(key: tuple[str, str]) -> Path | None:
     return Path(folder) / f"{re.sub(r'[^A-Za-z0-9.-]', '_', key[0])}-{key[1]}.safetensors"
 
 
+def shared_value(path: Path, compute: Callable[[], torch.Tensor]) -> torch.Tensor:
+    """The prediction in `path`, or `compute()` written there. Processes asking for the same
+    prediction at once wait for the first one to write it instead of computing it again."""
+    with locked(path):
+        if path.is_file():
+            return load_file(str(path))["value"]
+        value = compute()
+        if value.device.type == "cpu":  # a GPU's predictions stay in its process
+            write_shared(path, value)
+        return value
+
+
+@contextlib.contextmanager
+def locked(path: Path):
+    """Hold the lock of the shared prediction `path` (a hidden file beside it) while inside."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(f".{path.name}.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def write_shared(path: Path, value: torch.Tensor) -> None:
     """`value` into `path`, whole or not at all: written beside it, then renamed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     staging = path.with_name(f".{path.name}.{os.getpid()}")
     save_file({"value": value.detach().cpu().contiguous()}, str(staging))
     os.replace(staging, path)

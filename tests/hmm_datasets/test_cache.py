@@ -1,5 +1,8 @@
 """Exact predictions computed once per process (`hmm_datasets.cache`)."""
 
+import threading
+import time
+
 import numpy as np
 import pytest
 import torch
@@ -81,7 +84,7 @@ def test_processes_side_by_side_share_predictions_through_a_folder(tiny, tmp_pat
     monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path / "shared"))
     cache.clear()
     cache.cached("bayes-memory-2", params, ids, lambda: first)
-    written = list((tmp_path / "shared").iterdir())
+    written = list((tmp_path / "shared").glob("*.safetensors"))
     assert len(written) == 1 and written[0].suffix == ".safetensors"
     cache.clear()  # another process: its memory empty, the folder there
 
@@ -91,3 +94,25 @@ def test_processes_side_by_side_share_predictions_through_a_folder(tiny, tmp_pat
     assert torch.equal(cache.cached("bayes-memory-2", params, ids, never), first)
     other_rows = ids[:2]
     assert cache.cached("bayes-memory-2", params, other_rows, lambda: first + 1)[0, 0] == 1.0
+
+
+def test_side_by_side_the_first_to_ask_computes_and_the_others_wait(tiny, tmp_path, monkeypatch):
+    params, ids, _ = tiny
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path / "shared"))
+    calls = []
+
+    def slow():
+        calls.append(1)
+        time.sleep(0.5)  # long enough for the other to ask before this one is written
+        return torch.arange(4.0)
+
+    values = []
+    askers = [
+        threading.Thread(target=lambda: values.append(cache.cached("bayes", params, ids, slow)))
+        for _ in range(2)
+    ]
+    for asker in askers:
+        asker.start()
+    for asker in askers:
+        asker.join()
+    assert len(calls) == 1 and all(torch.equal(value, torch.arange(4.0)) for value in values)
