@@ -6,6 +6,7 @@ of a reproduction, rendered with `huggingface_hub`'s `ModelCard` / `DatasetCard`
     report.md         REPORT.md of `scripts/reproduce.py` (`model_cards.render.render_report`)
     results.md        the results section both the model card and the report show
     study_report.md   REPORT.md of `scripts/study.py` (`model_cards.render.render_study_report`)
+    diversity_report.md  REPORT.md of `scripts/diversity_report.py` (`model_cards.render.render_diversity_report`)
 """
 
 from pathlib import Path
@@ -16,6 +17,9 @@ DATASET_CARD_TEMPLATE = TEMPLATE_DIR / "dataset_card.md"
 REPORT_TEMPLATE = TEMPLATE_DIR / "report.md"
 RESULTS_TEMPLATE = TEMPLATE_DIR / "results.md"
 STUDY_REPORT_TEMPLATE = TEMPLATE_DIR / "study_report.md"
+DIVERSITY_REPORT_TEMPLATE = TEMPLATE_DIR / "diversity_report.md"
+# the README's block that `scripts/diversity_report.py` rewrites: between these two lines
+DIVERSITY_STATUS_MARKERS = ("<!-- diversity status: start -->", "<!-- diversity status: end -->")
 # first line of a rendered card's body: a card with it may be rendered again (for the repo it goes to)
 MODEL_CARD_MARKER = "<!-- rendered by hmm-roformer: model_cards/model_card.md -->"
 DATASET_CARD_MARKER = "<!-- rendered by hmm-roformer: model_cards/dataset_card.md -->"

@@ -21,6 +21,8 @@ from . import (
     CITATION,
     DATASET_CARD_MARKER,
     DATASET_CARD_TEMPLATE,
+    DIVERSITY_REPORT_TEMPLATE,
+    DIVERSITY_STATUS_MARKERS,
     MODEL_CARD_MARKER,
     MODEL_CARD_TEMPLATE,
     REPORT_TEMPLATE,
@@ -197,6 +199,102 @@ def render_study_report(summary: dict, machine: dict) -> str:
     environment.filters["spread"] = seconds_spread_text
     template = environment.from_string(STUDY_REPORT_TEMPLATE.read_text())
     return template.render(s=summary, machine=machine, zip=zip)
+
+
+LEARNER_WORDS = {
+    "mixture": "retrieves (nearest mixture Bayes)",
+    "prior": "infers (nearest prior-level Bayes)",
+    "tied": "tied within the prior-level estimate's spread",
+    "mixed": "no learner in most seeds",
+}
+VERDICT_ORDER = ("holds", "contradicted", "not testable", "n/a", "undecided")
+
+
+def render_diversity_report(summary: dict, figures: dict[str, str]) -> str:
+    """`REPORT.md` of the task-diversity study across K (built by
+    `modeling_hmmroformer.experiments.diversity.summarize_diversity`); `figures` maps each
+    figure's name to its path beside the report."""
+    environment = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    environment.filters["stat"] = across_seeds_text
+    environment.filters["verdict_cell"] = verdict_cell_text
+    environment.filters["floor_effect"] = floor_effect_text
+    environment.filters["split_spread"] = split_spread_text
+    environment.filters["num"] = number_text
+    environment.filters["spread"] = seconds_spread_text
+    environment.filters["nearest"] = lambda n: f"{n['mixture']} / {n['prior']} / {n['tied']}"
+    template = environment.from_string(DIVERSITY_REPORT_TEMPLATE.read_text())
+    return template.render(
+        s=summary,
+        **summary["setup"],
+        sources=summary["sources"],
+        splits=("test", "test_unseen"),
+        figures=figures,
+        status_table=render_diversity_status(summary),
+        learner_words=LEARNER_WORDS.get,
+        by_verdict=claims_by_verdict,
+        claim_words={c["key"]: f"Fig {c['figure']}: {c['claim']}" for c in summary["claims"]},
+        statistic_words={
+            "kl_bayes_model": "KL(Bayes ‖ model), test split",
+            "model_accuracy": "model top-1, test split",
+            **{
+                f"kl_{name}_{split}": f"KL({words} ‖ model), {split}"
+                for name, words in (("mixture", "mixture Bayes"), ("prior", "prior-level Bayes"))
+                for split in ("test", "test_unseen")
+            },
+        },
+    )
+
+
+def claims_by_verdict(cell: dict) -> list[tuple[str, list[str]]]:
+    """A cell's claims grouped by verdict ("holds", then "contradicted", ...), each as "Fig N: claim"."""
+    groups: dict[str, list[str]] = {}
+    for verdict in cell["verdicts"]:
+        groups.setdefault(verdict["label"], []).append(f"Fig {verdict['figure']} {verdict['claim']}")
+
+    def rank(label: str) -> int:
+        return next((i for i, v in enumerate(VERDICT_ORDER) if label.startswith(v)), len(VERDICT_ORDER))
+
+    return sorted(groups.items(), key=lambda item: rank(item[0]))
+
+
+def render_diversity_status(summary: dict) -> str:
+    """The claims against every cell of the task-diversity study, as one markdown table: each
+    cell's learner on seen / unseen tasks, then each claim's verdict."""
+    cells = summary["cells"]
+    names = [
+        f"K = {c['num_tasks']}, {c['depth']} layers"
+        + (f", draw {c['corpus_seed']}" if c["corpus_seed"] else "")
+        for c in cells
+    ]
+    rows = [
+        [
+            "",
+            "learner, seen / unseen tasks",
+            *[f"{c['learner']['test']} / {c['learner']['test_unseen']}" for c in cells],
+        ]
+    ]
+    for index, claim in enumerate(summary["claims"]):
+        rows.append(
+            [claim["figure"], claim["claim"], *[f"**{c['verdicts'][index]['label']}**" for c in cells]]
+        )
+    return markdown_table(["figure", "claim", *names], rows)
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    """A markdown table of `header` and `rows` (cells as given)."""
+    lines = [header, ["---"] * len(header), *rows]
+    return "\n".join("| " + " | ".join(line) + " |" for line in lines)
+
+
+def replace_marked_block(text: str, block: str, markers: tuple[str, str] = DIVERSITY_STATUS_MARKERS) -> str:
+    """`text` with what lies between the two marker lines replaced by `block`; `ValueError`
+    when the markers are not there once each, in order."""
+    start, end = markers
+    if text.count(start) != 1 or text.count(end) != 1 or text.index(start) > text.index(end):
+        raise ValueError(f"the file needs the lines {start!r} and {end!r}, once each and in that order")
+    head, rest = text.split(start)
+    _, tail = rest.split(end)
+    return f"{head}{start}\n{block}\n{end}{tail}"
 
 
 def seconds_spread_text(times: dict) -> str:

@@ -22,7 +22,7 @@ from hmm_datasets.corpus import open_corpus
 from . import layout
 from .claims import decide_claims, layer_one, model_statistics, profiles
 from .memory import memory_equivalent_text, recorded_memory_equivalent
-from .settings import RunConfig, Settings, config_for_corpus
+from .settings import RunConfig, Settings, config_for_corpus, differing_settings
 from .verdicts import across_seeds
 from .yardsticks import LEARNERS, YARDSTICKS_JSON, nearest_learner
 
@@ -232,8 +232,9 @@ def ladder_across_seeds(ladders: list[dict | None]) -> dict:
     }
 
 
-def check_records(records: list[dict], fingerprint: str) -> None:
-    """`ValueError` for a record of other settings or of an older version of the statistics."""
+def check_records(records: list[dict], fingerprint: str, settings: dict[str, object] | None = None) -> None:
+    """`ValueError` for a record of other settings (naming which differ, where the record keeps
+    its `settings.flat_settings` and `settings` are given) or of an older version of the statistics."""
     for record in records:
         where = f"the record of depth {record.get('depth')} seed {record.get('seed')}"
         if record.get("version") != RECORD_VERSION:
@@ -242,9 +243,14 @@ def check_records(records: list[dict], fingerprint: str) -> None:
                 "delete it (and its model folder's record.json) to analyse that model again."
             )
         if record.get("fingerprint") != fingerprint:
+            which = (
+                differing_settings(record["settings"], settings)
+                if "settings" in record and settings is not None
+                else f"fingerprint {record.get('fingerprint')} there, {fingerprint} here"
+            )
             raise ValueError(
-                f"{where} was made with other settings (fingerprint {record.get('fingerprint')}, these: "
-                f"{fingerprint}): use another --records folder, or delete the records of the old settings."
+                f"{where} was made with other settings ({which}): use another --records folder, or delete "
+                "the records of the old settings (nothing was changed)."
             )
 
 

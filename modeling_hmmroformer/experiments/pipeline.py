@@ -62,7 +62,14 @@ from hmm_datasets.cache import CACHE_ENV
 from hmm_datasets.corpus import open_corpus
 from hmm_datasets.export import MANIFEST_FILENAME, corpus_folder_problem, export_corpus
 from hmm_datasets.predictors import reference_predictors
-from model_cards.render import render_report, render_study_report, write_model_card
+from model_cards.render import (
+    render_diversity_report,
+    render_diversity_status,
+    render_report,
+    render_study_report,
+    replace_marked_block,
+    write_model_card,
+)
 from probing.capture import load_hmm_roformer, untrained_twin
 from probing.knockout import plot_rotary_knockout, rotary_knockout, scored_test_positions
 from probing.plots import write_probe_results
@@ -70,10 +77,21 @@ from probing.run import run_probing
 
 from . import layout
 from .aggregate import check_records, model_record, summarize_study
+from .diversity import DIVERSITY_TITLE, summarize_diversity
 from .evaluation import figure1, load_evaluation_data, model_next_token_probs, write_figure1
 from .memory import write_lemma1, write_model_memory
-from .plots import plot_study
-from .settings import CONFIGS_DIR, SCRIPTS_DIR, RunConfig, Settings, fingerprint, load_run_config
+from .plots import plot_diversity, plot_study
+from .settings import (
+    CONFIGS_DIR,
+    PRESETS,
+    SCRIPTS_DIR,
+    RunConfig,
+    Settings,
+    differing_settings,
+    fingerprint,
+    flat_settings,
+    load_run_config,
+)
 from .summary import summarize_model_folder
 from .training import SIDE_BY_SIDE_ENV, checkpoints, is_complete_checkpoint, train
 from .yardsticks import SPLITS, corpus_yardsticks, place_model, read_yardsticks, write_yardsticks
@@ -135,12 +153,42 @@ class Pipeline:
     def model(self, depth: int, seed: int) -> ModelRun:
         return next(m for m in self.models if (m.depth, m.seed) == (depth, seed))
 
+    @property
+    def keeps_grid(self) -> bool:
+        """A reproduction's stages are not named by depth and seed: its folder is one grid. A
+        study's folder serves any grid of its settings (its models' stages are named)."""
+        return self.kind != "study"
+
     def fingerprint(self) -> str:
-        return fingerprint(self.settings, self.run)
+        """What the folder's stages depend on (`settings.fingerprint`)."""
+        return fingerprint(self.settings, self.run, grid=self.keeps_grid)
 
     def record_fingerprint(self) -> str:
         """What a model's record depends on: the settings without the grid's depths and seeds."""
         return fingerprint(self.settings, self.run, grid=False)
+
+    def flat_settings(self) -> dict[str, object]:
+        return flat_settings(self.settings, self.run, grid=self.keeps_grid)
+
+    def grid(self) -> dict:
+        return {"depths": list(self.settings.depths), "seeds": list(self.settings.seeds)} | {
+            "seeds_per_depth": {str(d): n for d, n in self.settings.seeds_per_depth.items()}
+        }
+
+    def older_fingerprints(self) -> set[str]:
+        """The fingerprints a study folder had before they left the grid out: of this grid and of
+        the named pipeline's own."""
+        if self.keeps_grid:
+            return set()
+        own = PRESETS.get(self.settings.name)
+        grids = [self.settings] + (
+            []
+            if own is None
+            else [
+                self.settings.replace(depths=own.depths, seeds=own.seeds, seeds_per_depth=own.seeds_per_depth)
+            ]
+        )
+        return {fingerprint(settings, self.run) for settings in grids}
 
 
 def make_pipeline(
@@ -247,7 +295,13 @@ def read_state(pipeline: Pipeline) -> dict:
     """The state of the folder, a fresh one for a new folder; refuses a folder made with other settings."""
     out, path = pipeline.out, pipeline.out / layout.state_file(pipeline.kind)
     noun = NOUNS.get(pipeline.kind, pipeline.kind)
-    fresh = {"preset": pipeline.settings.name, "fingerprint": pipeline.fingerprint(), "stages": {}}
+    fresh = {
+        "preset": pipeline.settings.name,
+        "fingerprint": pipeline.fingerprint(),
+        "grid": pipeline.grid(),
+        "settings": pipeline.flat_settings(),
+        "stages": {},
+    }
     if not path.is_file():
         if out.exists() and any(out.iterdir()):
             raise ValueError(
@@ -256,13 +310,20 @@ def read_state(pipeline: Pipeline) -> dict:
             )
         return fresh
     state = json.loads(path.read_text())
-    if state.get("fingerprint") != fresh["fingerprint"]:
-        raise ValueError(
-            f"{out} holds a {noun} with other settings ({state.get('preset')!r}, fingerprint "
-            f"{state.get('fingerprint')}; these settings: {fresh['fingerprint']}). Choose another --out, or "
-            "delete that folder to start over (nothing was changed)."
+    if state.get("fingerprint") not in {fresh["fingerprint"], *pipeline.older_fingerprints()}:
+        which = (
+            differing_settings(state["settings"], fresh["settings"])
+            if "settings" in state
+            else f"fingerprint {state.get('fingerprint')} there, {fresh['fingerprint']} here"
         )
-    return state
+        raise ValueError(
+            f"{out} holds a {noun} of {state.get('preset')!r} made with other settings ({which}). "
+            "Choose another --out, or delete that folder to start over (nothing was changed)."
+        )
+    stages = dict(state["stages"])
+    if state.get("grid") != fresh["grid"]:  # another grid of the same settings: its own report
+        stages.pop("report", None)
+    return {**fresh, "stages": stages}
 
 
 def write_state(pipeline: Pipeline, state: dict) -> None:
@@ -288,7 +349,7 @@ def run_pipeline(
     check_jobs(pipeline, jobs)
     state = read_state(pipeline)
     recorded = [read_record(pipeline, m) for m in pipeline.models if pipeline.has_record(m)]
-    check_records(recorded, pipeline.record_fingerprint())  # before anything is written
+    check_records(recorded, pipeline.record_fingerprint(), flat_settings(pipeline.settings, pipeline.run))
     if redo is not None:
         state = forget_stages(state, stage_names(pipeline), redo)
     state = forget_models_gone(pipeline, state, log)
@@ -587,6 +648,7 @@ def record_model(p: Pipeline, m: ModelRun, state: dict) -> None:
     """The model's small record in its folder, and in the records folder when there is one, with
     the wall times of its stages (so a study resumed on a fresh clone still reports them)."""
     record = model_record(m.depth, m.seed, m.folder, p.record_fingerprint(), seconds=model_seconds(state, m))
+    record["settings"] = flat_settings(p.settings, p.run)  # names the setting that differs, on a refusal
     record = json.dumps(record, indent=1) + "\n"
     layout.write_text(m.path(layout.RECORD_JSON), record)
     if p.records is not None:
@@ -666,7 +728,7 @@ def write_report(p: Pipeline, state: dict) -> None:
 def write_study_report(p: Pipeline, state: dict) -> None:
     """A study's figures, results.json and REPORT.md."""
     records = [read_record(p, m) for m in p.models]
-    check_records(records, p.record_fingerprint())
+    check_records(records, p.record_fingerprint(), flat_settings(p.settings, p.run))
     summary = summarize_study(
         p.settings, p.run, records, p.corpus, p.out / layout.LEMMA1, p.out / layout.YARDSTICKS
     )
@@ -674,3 +736,59 @@ def write_study_report(p: Pipeline, state: dict) -> None:
     summary["machine"] = machine = machine_description()
     layout.build_folder(p.out / layout.FIGURES, lambda staging: plot_study(summary, staging))
     write_json_and_report(p, summary, render_study_report(summary, machine))
+
+
+def write_diversity_report(studies: list[Path], out: Path, readme: str | os.PathLike | None = None) -> Path:
+    """The task-diversity report across K from the studies' folders: REPORT.md, results.json and
+    figures/ in `out`, and the status table of `readme` (between its marker lines) when given.
+    Everything is checked before anything is written; returns the report's path."""
+    missing = [folder for folder in studies if not (folder / layout.RESULTS_JSON).is_file()]
+    if missing:
+        raise ValueError(
+            f"{missing[0]} has no {layout.RESULTS_JSON}: run its study's report first "
+            f"(scripts/study.py --study NAME --out {missing[0]} --records ...)"
+        )
+    summary = summarize_diversity(
+        [json.loads((folder / layout.RESULTS_JSON).read_text()) for folder in studies],
+        [str(folder) for folder in studies],
+    )
+    readme_text = None
+    if readme is not None:
+        readme_text = replace_marked_block(Path(readme).read_text(), render_diversity_status(summary))
+    check_diversity_folder(out)
+    figures: dict[str, str] = {}
+
+    def plot(staging: Path) -> None:
+        figures.update(
+            {name: f"{layout.FIGURES}/{file}" for name, file in plot_diversity(summary, staging).items()}
+        )
+
+    out.mkdir(parents=True, exist_ok=True)
+    layout.build_folder(out / layout.FIGURES, plot)
+    summary["figures"], summary["machine"] = figures, machine_description()
+    layout.write_text(out / layout.RESULTS_JSON, json.dumps(summary, indent=1) + "\n")
+    layout.write_text(out / layout.REPORT_MD, render_diversity_report(summary, figures))
+    if readme_text is not None:
+        layout.write_text(Path(readme), readme_text)
+    return out / layout.REPORT_MD
+
+
+def check_diversity_folder(out: Path) -> None:
+    """`ValueError` when `out` holds a REPORT.md or figures/ this report did not write (it would
+    replace them)."""
+    report, figures = out / layout.REPORT_MD, out / layout.FIGURES
+    if report.is_file() and not report.read_text().startswith(DIVERSITY_TITLE):
+        raise ValueError(f"{report} is another report: choose another --out (nothing was written)")
+    strangers = [
+        path.name
+        for path in (figures.iterdir() if figures.is_dir() else [])
+        if not (
+            path.suffix == ".png"
+            and (path.name.startswith("claim_") or path.name == "yardsticks_against_k.png")
+        )
+    ]
+    if strangers:
+        raise ValueError(
+            f"{figures} holds files this report did not write ({strangers[0]}, ...): choose another --out "
+            "(nothing was written)"
+        )

@@ -323,11 +323,11 @@ class Settings:
         return dataclasses.asdict(self)
 
 
-def fingerprint(settings: Settings, run: RunConfig, grid: bool = True) -> str:
-    """Hash of every setting that shapes the results: the pipeline's and its run config's, but not
-    where the folders lie nor whether progress bars show. Without `grid`, the grid's depths and
-    seeds are left out too: what a model's record depends on, so that a study run a few depths
-    or seeds at a time (`--depths 4`, then `--depths 16`) shares its records."""
+def shaped_settings(settings: Settings, run: RunConfig, grid: bool = True) -> dict:
+    """Every setting that shapes the results: the pipeline's and its run config's, but not where
+    the folders lie nor whether progress bars show. Without `grid`, the grid's depths and seeds
+    are left out too: what a model's record and a study folder's shared stages depend on, so that
+    a study run a few depths or seeds at a time (`--depths 4`, then `--depths 16`) shares them."""
     sections = run.to_dict()
     sections["data"].pop("source", None)
     for key in ("output_dir", "disable_tqdm"):
@@ -340,8 +340,40 @@ def fingerprint(settings: Settings, run: RunConfig, grid: bool = True) -> str:
     if not grid:
         for name in ("depths", "seeds", "seeds_per_depth"):
             shaped.pop(name, None)
-    record = {"settings": shaped, "run": sections}
+    return {"settings": shaped, "run": sections}
+
+
+def fingerprint(settings: Settings, run: RunConfig, grid: bool = True) -> str:
+    """A hash of `shaped_settings`: equal fingerprints, equal results."""
+    record = shaped_settings(settings, run, grid)
     return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def flat_settings(settings: Settings, run: RunConfig, grid: bool = False) -> dict[str, object]:
+    """`shaped_settings`, one dotted name per value ("run.corpus.seed": 0) as JSON keeps them:
+    what a state file and a record carry to say which setting differs."""
+    flat: dict[str, object] = {}
+
+    def walk(prefix: str, value) -> None:
+        if isinstance(value, dict) and value:
+            for key, inner in value.items():
+                walk(f"{prefix}.{key}" if prefix else str(key), inner)
+        else:
+            flat[prefix] = json.loads(json.dumps(value, default=str))
+
+    walk("", shaped_settings(settings, run, grid))
+    return flat
+
+
+def differing_settings(there: dict[str, object], here: dict[str, object]) -> str:
+    """ "run.corpus.seed is 1 there, 0 here; ..." for every setting on which two `flat_settings`
+    differ (the first three, and how many more)."""
+    names = sorted(name for name in there.keys() | here.keys() if there.get(name) != here.get(name))
+    texts = [
+        f"{name} is {there.get(name, 'unset')!r} there, {here.get(name, 'unset')!r} here" for name in names
+    ]
+    more = f"; and {len(texts) - 3} more" if len(texts) > 3 else ""
+    return "; ".join(texts[:3]) + more
 
 
 # Every named pipeline: `scripts/reproduce.py --preset NAME` runs the one-model ones,

@@ -21,7 +21,7 @@ from modeling_hmmroformer.experiments.pipeline import (
     run_pipeline,
     stage_names,
 )
-from modeling_hmmroformer.experiments.settings import PRESETS, Settings, get_settings
+from modeling_hmmroformer.experiments.settings import PRESETS, Settings, fingerprint, get_settings
 from modeling_hmmroformer.experiments.training import prepare
 from probing.capture import untrained_twin
 
@@ -116,21 +116,61 @@ def test_a_study_goes_on_from_its_records_without_the_models(quick_studied, tmp_
         "record depth3 seed1",
     ]
     # records of other settings are refused before anything is written
-    with pytest.raises(ValueError, match="other settings"):
+    eval_rows = PRESETS["quick"].eval_rows
+    with pytest.raises(
+        ValueError, match=rf"other settings \(settings\.eval_rows is {eval_rows} there, 16 here\)"
+    ):
         run_pipeline(quick_study(tmp_path / "other", records=records, eval_rows=16))
     assert not (tmp_path / "other").exists()
 
 
-def test_a_rerun_skips_every_stage_and_other_settings_are_refused(quick_studied):
+def test_a_rerun_skips_every_stage_and_other_settings_are_refused(quick_studied, tmp_path):
     out, _ = quick_studied
     before = (out / "REPORT.md").read_text()
     logged = []
     run_pipeline(quick_study(out), log=logged.append)
     assert all("complete, skipped" in line for line in logged)
     assert (out / "REPORT.md").read_text() == before
-    with pytest.raises(ValueError, match="other settings"):
-        run_pipeline(quick_study(out, seeds=(0, 1, 2)))
+    eval_rows = PRESETS["quick"].eval_rows
+    with pytest.raises(ValueError, match=rf"settings\.eval_rows is {eval_rows} there, 8 here"):
+        run_pipeline(quick_study(out, eval_rows=8))
     assert (out / "REPORT.md").read_text() == before
+    # another grid of the same settings: the folder's stages serve it, its own report is written
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    logged = []
+    run_pipeline(quick_study(copy, seeds=(0,)), log=logged.append)
+    assert only_the_report_ran(logged)
+    assert json.loads((copy / "results.json").read_text())["study"]["seeds"] == [0]
+    logged = []
+    run_pipeline(quick_study(copy), log=logged.append)  # back to the whole grid: its report again
+    assert only_the_report_ran(logged)
+    assert json.loads((copy / "results.json").read_text())["study"]["seeds"] == list(PRESETS["quick"].seeds)
+
+
+def only_the_report_ran(logged: list[str]) -> bool:
+    ran = [line for line in logged if "done in" in line]
+    return len(ran) == 1 and "] report: done in" in ran[0]
+
+
+def test_a_study_folder_from_before_grids_were_kept_still_resumes(quick_studied, tmp_path):
+    out, _ = quick_studied
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    study = quick_study(copy)
+    state = json.loads((copy / "study_state.json").read_text())
+    old = {
+        "preset": "quick",
+        "fingerprint": fingerprint(study.settings, study.run),
+        "stages": state["stages"],
+    }
+    (copy / "study_state.json").write_text(json.dumps(old))  # as written before: the grid's fingerprint
+    logged = []
+    run_pipeline(study, log=logged.append)
+    assert only_the_report_ran(logged)  # the grid was not kept: its report is written again
+    with pytest.raises(ValueError, match="other settings"):
+        (copy / "study_state.json").write_text(json.dumps({**old, "fingerprint": "0123456789abcdef"}))
+        run_pipeline(study)
 
 
 def test_the_untrained_control_is_the_trainings_own_initialisation(tmp_path):

@@ -1,0 +1,152 @@
+"""The task-diversity report across K (`experiments.diversity`, `scripts/diversity_report.py`):
+cells from the studies' own summaries, the corpus draw's spread, the README's status table."""
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from model_cards import DIVERSITY_STATUS_MARKERS
+from model_cards.render import render_diversity_status, replace_marked_block
+from modeling_hmmroformer.experiments.diversity import learner_of, planned_cells, summarize_diversity
+
+ROOT = Path(__file__).resolve().parents[3]
+COMMITTED = ROOT / "results" / "diversity" / "results.json"
+
+
+def as_diversity_study(
+    summary: dict, name: str, num_tasks: int, corpus_seed: int = 0, shift: float = 0.0, depths=(4, 16)
+) -> dict:
+    """The quick study's summary dressed as a diversity study of K = `num_tasks` at `depths`,
+    every claim's own statistic moved by `shift`."""
+    study = copy.deepcopy(summary)
+    study["study"]["name"] = name
+    study["corpus"].update(num_tasks=num_tasks, seed=corpus_seed)
+    study["depths"] = study["depths"][: len(depths)]
+    for depth, new in zip(study["depths"], depths):
+        depth["depth"] = new
+        for verdict in depth["verdicts"]:
+            for key in ("mean", "ci_low", "ci_high"):
+                if verdict["own"][key] is not None:
+                    verdict["own"][key] += shift
+    return study
+
+
+@pytest.fixture(scope="module")
+def quick_summary(quick_studied) -> dict:
+    return json.loads((quick_studied[0] / "results.json").read_text())
+
+
+def test_cells_follow_the_planned_grid_and_the_second_draw_is_measured_against_the_first(quick_summary):
+    studies = [
+        as_diversity_study(quick_summary, "diversity-512-draw1", 512, corpus_seed=1, shift=0.1, depths=(4,)),
+        as_diversity_study(quick_summary, "diversity-512", 512),
+        as_diversity_study(quick_summary, "diversity-32", 32),
+    ]
+    summary = summarize_diversity(studies, ["c", "b", "a"])
+    cells = [(c["study"], c["depth"]) for c in summary["cells"]]
+    assert cells == [c for c in planned_cells() if c[0] != "diversity-8192"]
+    assert summary["missing"] == ["diversity-8192 at 4 layers", "diversity-8192 at 16 layers"]
+    (spread,) = summary["draw_spreads"]
+    assert spread["draws"] == ["diversity-512", "diversity-512-draw1"]
+    for key, row in spread["claims"].items():
+        if row["first"] is not None:
+            assert row["difference"] == pytest.approx(0.1), key
+    assert spread["statistics"]["kl_bayes_model"]["difference"] == 0.0
+    assert [c["key"] for c in summary["claims"]] == [v["key"] for v in quick_summary["depths"][0]["verdicts"]]
+
+
+def test_a_cell_given_twice_another_study_or_another_training_is_refused(quick_summary):
+    study = as_diversity_study(quick_summary, "diversity-32", 32)
+    with pytest.raises(ValueError, match="diversity-32 at 4 layers is in both a and b"):
+        summarize_diversity([study, study], ["a", "b"])
+    with pytest.raises(ValueError, match="not a diversity study"):
+        summarize_diversity([quick_summary], ["runs/quick"])
+    longer = copy.deepcopy(as_diversity_study(quick_summary, "diversity-512", 512))
+    longer["training"]["max_steps"] += 1
+    with pytest.raises(ValueError, match="the training of b"):
+        summarize_diversity([study, longer], ["a", "b"])
+
+
+def test_a_cells_learner_is_the_one_most_of_its_seeds_are_nearest():
+    assert learner_of({"mixture": 4, "prior": 0, "tied": 2}) == "mixture"
+    assert learner_of({"mixture": 0, "prior": 6, "tied": 0}) == "prior"
+    assert learner_of({"mixture": 3, "prior": 3, "tied": 0}) == "mixed"
+    assert learner_of({"mixture": 1, "prior": 0, "tied": 5}) == "tied"
+
+
+def test_the_report_the_figures_and_the_readme_table_are_written_from_the_study_folders(
+    quick_summary, tmp_path
+):
+    folders = []
+    for name, k in (("diversity-32", 32), ("diversity-512", 512)):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "results.json").write_text(json.dumps(as_diversity_study(quick_summary, name, k)))
+        folders.append(str(folder))
+    readme = tmp_path / "README.md"
+    start, end = DIVERSITY_STATUS_MARKERS
+    readme.write_text(f"# title\n\n{start}\nold table\n{end}\n\nafter\n")
+    out = tmp_path / "report"
+    command = [
+        sys.executable,
+        "scripts/diversity_report.py",
+        *folders,
+        "--out",
+        str(out),
+        "--readme",
+        str(readme),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads((out / "results.json").read_text())
+    report = (out / "REPORT.md").read_text()
+    status = render_diversity_status(results)
+    assert status in report and readme.read_text() == f"# title\n\n{start}\n{status}\n{end}\n\nafter\n"
+    assert "| K = 32, 4 layers | K = 32, 16 layers | K = 512, 4 layers | K = 512, 16 layers |" in status
+    assert "Not run yet: diversity-8192 at 4 layers" in report
+    for name, figure in results["figures"].items():
+        assert (out / figure).stat().st_size > 0 and f"]({figure})" in report, name
+    assert len(results["figures"]) == 1 + len(results["claims"])
+    # bad input: one line, nothing written
+    again = tmp_path / "again"
+    readme.write_text("no markers\n")
+    done = subprocess.run(
+        [*command[:-4], "--out", str(again), "--readme", str(readme)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "marker" not in done.stdout
+    assert "diversity status: start" in done.stderr and not again.exists()
+    done = subprocess.run(
+        [*command[:2], str(tmp_path), "--out", str(again)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 2 and "has no results.json: run its study's report first" in done.stderr
+    (out / "figures" / "mine.txt").write_text("a file of the user's")
+    done = subprocess.run(command[:-2], capture_output=True, text=True, cwd=ROOT, check=False)
+    assert done.returncode == 2 and "did not write (mine.txt" in done.stderr
+    assert (out / "figures" / "mine.txt").exists()
+
+
+def test_replace_marked_block_needs_both_markers_once_in_order():
+    start, end = DIVERSITY_STATUS_MARKERS
+    assert replace_marked_block(f"a\n{start}\nx\n{end}\nb", "new") == f"a\n{start}\nnew\n{end}\nb"
+    for text in (f"{end}\n{start}", f"{start}\n{start}\n{end}", "none"):
+        with pytest.raises(ValueError, match="once each and in that order"):
+            replace_marked_block(text, "new")
+
+
+def test_the_readme_status_table_is_the_committed_reports():
+    readme = (ROOT / "README.md").read_text()
+    start, end = DIVERSITY_STATUS_MARKERS
+    table = readme.split(start)[1].split(end)[0].strip()
+    assert table == render_diversity_status(json.loads(COMMITTED.read_text()))
