@@ -3,8 +3,6 @@ cells from the studies' own summaries, the corpus draw's spread, the README's st
 
 import copy
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -79,28 +77,19 @@ def test_a_cells_learner_is_the_one_most_of_its_seeds_are_nearest():
 
 
 def test_the_report_the_figures_and_the_readme_table_are_written_from_the_study_folders(
-    quick_summary, tmp_path
+    quick_summary, tmp_path, run_script
 ):
     folders = []
     for name, k in (("diversity-32", 32), ("diversity-512", 512)):
         folder = tmp_path / name
         folder.mkdir()
         (folder / "results.json").write_text(json.dumps(as_diversity_study(quick_summary, name, k)))
-        folders.append(str(folder))
+        folders.append(folder)
     readme = tmp_path / "README.md"
     start, end = DIVERSITY_STATUS_MARKERS
     readme.write_text(f"# title\n\n{start}\nold table\n{end}\n\nafter\n")
     out = tmp_path / "report"
-    command = [
-        sys.executable,
-        "scripts/diversity_report.py",
-        *folders,
-        "--out",
-        str(out),
-        "--readme",
-        str(readme),
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False)
+    done = run_script("scripts/diversity_report.py", *folders, "--out", out, "--readme", readme)
     assert done.returncode == 0, done.stderr[-2000:]
     results = json.loads((out / "results.json").read_text())
     report = (out / "REPORT.md").read_text()
@@ -111,30 +100,33 @@ def test_the_report_the_figures_and_the_readme_table_are_written_from_the_study_
     for name, figure in results["figures"].items():
         assert (out / figure).stat().st_size > 0 and f"]({figure})" in report, name
     assert len(results["figures"]) == 1 + len(results["claims"])
-    # bad input: one line, nothing written
-    again = tmp_path / "again"
+
+
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("no markers", "diversity status: start"),
+        ("no results", "has no results.json: run its study's report first"),
+        ("a stranger in figures", "did not write (mine.txt"),
+    ],
+)
+def test_bad_input_is_one_line_and_loses_nothing(quick_summary, tmp_path, run_script, case, message):
+    folder, out = tmp_path / "diversity-32", tmp_path / "report"
+    folder.mkdir()
+    if case != "no results":
+        (folder / "results.json").write_text(
+            json.dumps(as_diversity_study(quick_summary, "diversity-32", 32))
+        )
+    readme = tmp_path / "README.md"
     readme.write_text("no markers\n")
-    done = subprocess.run(
-        [*command[:-4], "--out", str(again), "--readme", str(readme)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=False,
-    )
-    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "marker" not in done.stdout
-    assert "diversity status: start" in done.stderr and not again.exists()
-    done = subprocess.run(
-        [*command[:2], str(tmp_path), "--out", str(again)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=False,
-    )
-    assert done.returncode == 2 and "has no results.json: run its study's report first" in done.stderr
-    (out / "figures" / "mine.txt").write_text("a file of the user's")
-    done = subprocess.run(command[:-2], capture_output=True, text=True, cwd=ROOT, check=False)
-    assert done.returncode == 2 and "did not write (mine.txt" in done.stderr
-    assert (out / "figures" / "mine.txt").exists()
+    arguments = [folder, "--out", out, *(["--readme", readme] if case == "no markers" else [])]
+    if case == "a stranger in figures":
+        (out / "figures").mkdir(parents=True)
+        (out / "figures" / "mine.txt").write_text("a file of the user's")
+    done = run_script("scripts/diversity_report.py", *arguments)
+    assert done.returncode == 2 and message in done.stderr and done.stderr.count("\n") == 1
+    assert readme.read_text() == "no markers\n" and not (out / "REPORT.md").exists()
+    assert case != "a stranger in figures" or (out / "figures" / "mine.txt").is_file()
 
 
 def test_replace_marked_block_needs_both_markers_once_in_order():

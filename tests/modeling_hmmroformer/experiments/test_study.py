@@ -5,6 +5,9 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -171,6 +174,27 @@ def test_a_study_folder_from_before_grids_were_kept_still_resumes(quick_studied,
     with pytest.raises(ValueError, match="other settings"):
         (copy / "study_state.json").write_text(json.dumps({**old, "fingerprint": "0123456789abcdef"}))
         run_pipeline(study)
+
+
+def test_a_study_killed_after_a_model_resumes_without_redoing_it(tmp_path):
+    out, records = tmp_path / "study", tmp_path / "records"
+    command = [sys.executable, "scripts/study.py", "--study", "quick", "--depths", "2", "--quiet"]
+    command += ["--out", str(out), "--records", str(records)]
+    first = records / "depth2-seed0.json"
+    running = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while not first.is_file() and running.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    running.kill()  # SIGKILL: no clean-up of any kind
+    running.wait()
+    assert first.is_file() and not (out / "REPORT.md").exists()
+    recorded = first.read_bytes()
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "depth2 seed0" not in done.stdout and "record depth2 seed1: done" in done.stdout
+    assert first.read_bytes() == recorded
+    results = json.loads((out / "results.json").read_text())
+    assert [(m["depth"], m["seed"]) for m in results["models"]] == [(2, 0), (2, 1)]
 
 
 def test_the_untrained_control_is_the_trainings_own_initialisation(tmp_path):
