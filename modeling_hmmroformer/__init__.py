@@ -14,10 +14,8 @@ from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
 from .configuration_hmm_roformer import HMMRoFormerConfig
 from .modeling_hmm_roformer import (
-    HMMRoFormerCausalLMOutput,
     HMMRoFormerForCausalLM,
     HMMRoFormerModel,
-    HMMRoFormerModelOutput,
     HMMRoFormerPreTrainedModel,
 )
 
@@ -26,10 +24,8 @@ AutoModel.register(HMMRoFormerConfig, HMMRoFormerModel, exist_ok=True)
 AutoModelForCausalLM.register(HMMRoFormerConfig, HMMRoFormerForCausalLM, exist_ok=True)
 
 __all__ = [
-    "HMMRoFormerCausalLMOutput",
     "HMMRoFormerConfig",
     "HMMRoFormerForCausalLM",
     "HMMRoFormerModel",
-    "HMMRoFormerModelOutput",
     "HMMRoFormerPreTrainedModel",
 ]

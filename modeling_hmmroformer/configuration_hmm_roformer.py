@@ -44,7 +44,6 @@ class HMMRoFormerConfig(PreTrainedConfig):
         initializer_range: standard deviation of the normal initialisation.
         tie_word_embeddings: share the input embedding and the output projection.
         attention_bias: biases in the attention projections (RoFormer has them).
-        output_attention_logits: return the pre-softmax attention logits by default.
 
     ```python
     >>> from modeling_hmmroformer import HMMRoFormerConfig, HMMRoFormerForCausalLM
@@ -86,7 +85,6 @@ class HMMRoFormerConfig(PreTrainedConfig):
     tie_word_embeddings: bool = True
     attention_bias: bool = True
     use_cache: bool = True
-    output_attention_logits: bool = False
     pad_token_id: int | None = None
     bos_token_id: int | None = None
     eos_token_id: int | list[int] | None = None

@@ -5,12 +5,13 @@ Read top to bottom: rotary helpers, attention (dispatched through
 `ALL_ATTENTION_FUNCTIONS`: sdpa, eager, flex_attention, flash_attention_2), feed-forward,
 decoder layer, `PreTrainedModel`, base model, `ForCausalLM`.
 
-For analyses, the model returns per layer the hidden states (`output_hidden_states`),
-the attention weights (`output_attentions`) and the pre-softmax attention logits
-(`output_attention_logits`), all recorded by transformers' output-capture hooks. A call
-that asks for weights or logits computes attention explicitly (eager, with the eager mask
-of `transformers.masking_utils`) for that call, whatever the configured implementation, so
-the answer is never silently empty.
+For analyses, the model returns per layer the hidden states (`output_hidden_states`) and
+the attention weights (`output_attentions`), recorded by transformers' output-capture hooks.
+A call that asks for weights computes attention explicitly (eager, with the eager mask of
+`transformers.masking_utils`) for that call, whatever the configured implementation, so the
+answer is never silently empty. The pre-softmax logits are read as for any model whose
+attention goes through `ALL_ATTENTION_FUNCTIONS`: by an attention function registered there
+(`probing.recording`).
 
 `flex_attention` is refused on CPU tensors (see `HMMRoFormerModel._check_attention_implementation`): use it
 on CUDA, and `sdpa` or `eager` on CPU.
@@ -21,7 +22,6 @@ copies both next to the weights for `trust_remote_code=True`.
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -40,27 +40,6 @@ from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_hmm_roformer import HMMRoFormerConfig
-
-
-@dataclass
-class HMMRoFormerModelOutput(BaseModelOutputWithPast):
-    r"""
-    attention_logits (`tuple[torch.FloatTensor]`, *optional*, returned with `output_attention_logits=True`):
-        One `[batch, heads, seq, seq]` tensor per layer: the pre-softmax attention logits
-        `q.k / sqrt(head_dim)`, masked entries at the dtype's minimum.
-    """
-
-    attention_logits: tuple[torch.FloatTensor, ...] | None = None
-
-
-@dataclass
-class HMMRoFormerCausalLMOutput(CausalLMOutputWithPast):
-    r"""
-    attention_logits (`tuple[torch.FloatTensor]`, *optional*, returned with `output_attention_logits=True`):
-        One `[batch, heads, seq, seq]` tensor per layer, as in `HMMRoFormerModelOutput`.
-    """
-
-    attention_logits: tuple[torch.FloatTensor, ...] | None = None
 
 
 class HMMRoFormerRotaryEmbedding(nn.Module):
@@ -117,7 +96,7 @@ def apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim: int = 1):
     return (q * cos) + (rotate_half(q) * sin), (k * cos) + (rotate_half(k) * sin)
 
 
-def eager_attention_with_logits(
+def eager_attention_forward(
     module: nn.Module,
     query: torch.Tensor,
     key: torch.Tensor,
@@ -125,8 +104,9 @@ def eager_attention_with_logits(
     attention_mask: torch.Tensor | None,
     scaling: float,
     dropout: float = 0.0,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Attention computed step by step: (output `[b, s, h, d]`, weights and logits `[b, h, s, s]`).
+    **kwargs: Unpack[TransformersKwargs],
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The `eager` entry of the attention interface: (output `[b, s, h, d]`, weights `[b, h, s, s]`).
 
     `attention_mask` is additive (`[b or 1, 1, s, kv]`, 0 to attend, the dtype's minimum to mask,
     as `masking_utils` builds it for eager), or a boolean 4-D mask (True to attend) as sdpa takes.
@@ -140,23 +120,6 @@ def eager_attention_with_logits(
     attn_weights = nn.functional.softmax(attn_logits, dim=-1, dtype=torch.float32).to(query.dtype)
     dropped = nn.functional.dropout(attn_weights, p=dropout, training=module.training)
     attn_output = torch.matmul(dropped, value).transpose(1, 2).contiguous()
-    return attn_output, attn_weights, attn_logits
-
-
-def eager_attention_forward(
-    module: nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    scaling: float,
-    dropout: float = 0.0,
-    **kwargs: Unpack[TransformersKwargs],
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The `eager` entry of the attention interface."""
-    attn_output, attn_weights, _ = eager_attention_with_logits(
-        module, query, key, value, attention_mask, scaling, dropout
-    )
     return attn_output, attn_weights
 
 
@@ -182,9 +145,9 @@ class HMMRoFormerAttention(nn.Module):
         position_embeddings: tuple[torch.Tensor, torch.Tensor] | None,
         attention_mask: torch.Tensor | None,
         past_key_values: Cache | None = None,
-        record_attention: bool = False,
+        eager: bool = False,
         **kwargs: Unpack[TransformersKwargs],
-    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         input_shape = hidden_states.shape[:-1]
         hidden_shape = (*input_shape, 3, -1, self.head_dim)
         qkv = self.qkv_proj(hidden_states).view(hidden_shape)
@@ -197,29 +160,26 @@ class HMMRoFormerAttention(nn.Module):
         if past_key_values is not None:
             key_states, value_states = past_key_values.update(key_states, value_states, self.layer_idx)
 
-        dropout = 0.0 if not self.training else self.attention_dropout
-        attn_logits = None
-        if record_attention:  # weights and logits asked for: compute them, whatever the backend
-            attn_output, attn_weights, attn_logits = eager_attention_with_logits(
-                self, query_states, key_states, value_states, attention_mask, self.scaling, dropout
-            )
-        else:
-            attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
+        # weights asked for (`eager`): computed explicitly, whatever the configured backend
+        attention_interface: Callable = (
+            eager_attention_forward
+            if eager
+            else ALL_ATTENTION_FUNCTIONS.get_interface(
                 self.config._attn_implementation, eager_attention_forward
             )
-            attn_output, attn_weights = attention_interface(
-                self,
-                query_states,
-                key_states,
-                value_states,
-                attention_mask,
-                dropout=dropout,
-                scaling=self.scaling,
-                **kwargs,
-            )
-
+        )
+        attn_output, attn_weights = attention_interface(
+            self,
+            query_states,
+            key_states,
+            value_states,
+            attention_mask,
+            dropout=0.0 if not self.training else self.attention_dropout,
+            scaling=self.scaling,
+            **kwargs,
+        )
         attn_output = attn_output.reshape(*input_shape, -1).contiguous()
-        return self.o_proj(attn_output), attn_weights, attn_logits
+        return self.o_proj(attn_output), attn_weights
 
 
 class HMMRoFormerMLP(nn.Module):
@@ -254,16 +214,16 @@ class HMMRoFormerDecoderLayer(GradientCheckpointingLayer):
         past_key_values: Cache | None = None,
         use_cache: bool | None = False,
         position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
-        record_attention: bool = False,
+        eager: bool = False,
         **kwargs: Unpack[TransformersKwargs],
     ) -> torch.Tensor:
         attention_input = self.attention_norm(hidden_states) if self.pre_norm else hidden_states
-        attention_output, _, _ = self.self_attn(
+        attention_output, _ = self.self_attn(
             hidden_states=attention_input,
             position_embeddings=position_embeddings,
             attention_mask=attention_mask,
             past_key_values=past_key_values,
-            record_attention=record_attention,
+            eager=eager,
             **kwargs,
         )
         hidden_states = hidden_states + self.dropout(attention_output)
@@ -292,7 +252,6 @@ class HMMRoFormerPreTrainedModel(PreTrainedModel):
     _can_record_outputs = {
         "hidden_states": HMMRoFormerDecoderLayer,
         "attentions": OutputRecorder(HMMRoFormerAttention, index=1),
-        "attention_logits": OutputRecorder(HMMRoFormerAttention, index=2),
     }
 
 
@@ -327,7 +286,7 @@ class HMMRoFormerModel(HMMRoFormerPreTrainedModel):
         inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
         **kwargs: Unpack[TransformersKwargs],
-    ) -> HMMRoFormerModelOutput:
+    ) -> BaseModelOutputWithPast:
         r"""
         attention_mask (`torch.Tensor`, *optional*):
             A padding mask `[batch, past + seq]` (1 for tokens, 0 for padding), or a custom 4-D mask
@@ -360,10 +319,10 @@ class HMMRoFormerModel(HMMRoFormerPreTrainedModel):
             position_ids = position_ids.unsqueeze(0)
         self._check_positions(position_ids, past_seen_tokens + inputs_embeds.shape[1])
 
-        # Weights and logits asked for: every layer computes eager attention, which takes the eager mask.
-        record_attention = self._records_attention(kwargs)
+        # Weights asked for: every layer computes eager attention, which takes the eager mask.
+        eager = self._eager_for_weights(kwargs)
         mask_config = self.config
-        if record_attention and self.config._attn_implementation != "eager":
+        if eager:
             mask_config = copy.copy(self.config)
             mask_config._attn_implementation = "eager"
         causal_mask = create_causal_mask(
@@ -393,13 +352,13 @@ class HMMRoFormerModel(HMMRoFormerPreTrainedModel):
                 position_ids=position_ids,
                 past_key_values=past_key_values,
                 use_cache=use_cache,
-                record_attention=record_attention,
+                eager=eager,
                 **kwargs,
             )
 
         if self.norm is not None:
             hidden_states = self.norm(hidden_states)
-        return HMMRoFormerModelOutput(last_hidden_state=hidden_states, past_key_values=past_key_values)
+        return BaseModelOutputWithPast(last_hidden_state=hidden_states, past_key_values=past_key_values)
 
     def _check_attention_implementation(self, inputs: torch.Tensor) -> None:
         """Refuses `flex_attention` on CPU tensors.
@@ -417,12 +376,11 @@ class HMMRoFormerModel(HMMRoFormerPreTrainedModel):
                 "'eager'); use flex_attention on CUDA."
             )
 
-    def _records_attention(self, kwargs: dict) -> bool:
-        """Whether this call asks for attention weights or logits (as an argument or in the config)."""
-        return bool(
-            kwargs.get("output_attentions", self.config.output_attentions)
-            or kwargs.get("output_attention_logits", self.config.output_attention_logits)
-        )
+    def _eager_for_weights(self, kwargs: dict) -> bool:
+        """Whether this call asks for attention weights (as an argument or in the config) from an
+        implementation that may not compute them (anything but eager and the probes' recorder)."""
+        asked = kwargs.get("output_attentions", self.config.output_attentions)
+        return bool(asked) and self.config._attn_implementation not in ("eager", "hmm_recording")
 
     def _check_token_ids(self, input_ids: torch.Tensor) -> None:
         """On CPU only: reading the ids' range from an accelerator would synchronise the host."""
@@ -475,17 +433,17 @@ class HMMRoFormerForCausalLM(HMMRoFormerPreTrainedModel, GenerationMixin):
         use_cache: bool | None = None,
         logits_to_keep: int | torch.Tensor = 0,
         **kwargs: Unpack[TransformersKwargs],
-    ) -> HMMRoFormerCausalLMOutput:
+    ) -> CausalLMOutputWithPast:
         r"""
         labels (`torch.LongTensor` of shape `[batch, seq]`, *optional*):
             Next-token targets, aligned with `input_ids` (shifted inside the loss); -100 is ignored.
 
         ```python
         >>> model = HMMRoFormerForCausalLM(HMMRoFormerConfig(vocab_size=7, hidden_size=32, num_hidden_layers=2, num_attention_heads=2))
-        >>> out = model(input_ids, labels=input_ids, output_attention_logits=True)
-        >>> out.loss, out.logits.shape, len(out.attention_logits)
+        >>> out = model(input_ids, labels=input_ids, output_attentions=True)
+        >>> out.loss, out.logits.shape, len(out.attentions)
         ```"""
-        outputs: HMMRoFormerModelOutput = self.model(
+        outputs: BaseModelOutputWithPast = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=position_ids,
@@ -504,13 +462,12 @@ class HMMRoFormerForCausalLM(HMMRoFormerPreTrainedModel, GenerationMixin):
                 logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs
             )
 
-        return HMMRoFormerCausalLMOutput(
+        return CausalLMOutputWithPast(
             loss=loss,
             logits=logits,
             past_key_values=outputs.past_key_values,
             hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
-            attention_logits=outputs.attention_logits,
         )
 
 

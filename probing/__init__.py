@@ -25,6 +25,7 @@ _EXPORTS = {  # name -> the module of this package that defines it
     "position_labels": "labels",
     "pre_rotary_queries_and_keys": "capture",
     "previous_token_labels": "labels",
+    "recording_attention": "recording",
     "probe_hits": "probes",
     "relative_logit_change": "shuffle",
     "rotary_knocked_out": "knockout",

@@ -19,6 +19,8 @@ from safetensors import SafetensorError
 from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoModelForCausalLM, set_seed
 
+from .recording import check_recorded, recording_attention
+
 MODEL_TYPE = "hmm_roformer"
 STORAGE_DTYPES = {"float16": torch.float16, "float32": torch.float32}
 FLOAT16_LIMIT = 60000.0
@@ -237,10 +239,12 @@ def capture_attention_logits(
     device, chunks = model_device(model), []
     batches = list(zip(ids.split(batch_size), key_index.split(batch_size)))
     for chunk, chunk_keys in tqdm(batches, desc=desc, disable=not progress):
-        out = model(input_ids=chunk.to(device), output_attention_logits=True)
+        with recording_attention(model) as records:
+            model(input_ids=chunk.to(device))
+        check_recorded(records, model.config.num_hidden_layers, model.config.model_type)
         per_layer = []
-        for logits in out.attention_logits:  # [b, h, L, L]
-            rows = logits[:, :, query_index.to(device), :]
+        for record in records:  # [b, h, L, L] each
+            rows = record.logits[:, :, query_index.to(device), :]
             gather = chunk_keys.to(device)[:, None, None, :].expand(-1, rows.shape[1], rows.shape[2], -1)
             per_layer.append(torch.gather(rows, 3, gather).float().cpu())
         chunks.append(torch.stack(per_layer))
@@ -277,8 +281,10 @@ def attention_weights(model, input_ids: np.ndarray) -> torch.Tensor:
     """`[layers, B, heads, L, L]` float32 on the CPU: softmax attention of a few rows."""
     check_hmm_roformer(model)
     ids = torch.as_tensor(np.asarray(input_ids), dtype=torch.long).to(model_device(model))
-    out = model(input_ids=ids, output_attentions=True)
-    return torch.stack([weights.float().cpu() for weights in out.attentions])
+    with recording_attention(model) as records:
+        model(input_ids=ids)
+    check_recorded(records, model.config.num_hidden_layers, model.config.model_type)
+    return torch.stack([record.weights.float().cpu() for record in records])
 
 
 def _storage_dtype(name: str) -> torch.dtype:

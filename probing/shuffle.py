@@ -49,6 +49,7 @@ from hmm_datasets import SampleLayout
 from .capture import check_hmm_roformer, model_device, pre_rotary_queries_and_keys
 from .layerwise import record
 from .probes import interval, resample_counts
+from .recording import check_recorded, recording_attention
 
 # The parts of `shuffle_test`'s answer and the metric name of each in the records
 # (`relative_logit_change` is the name the total always had: older JSON readers keep working).
@@ -172,11 +173,12 @@ def _attention_run(
 ) -> _Run:
     """One forward of rows `ids [b, L]`; `queries [Q]` positions, `keys [b, K]` positions per row;
     the attention mass on the first `test_start` positions when asked for (else None)."""
-    with pre_rotary_queries_and_keys(model) as pre_rotary:
-        out = model(input_ids=ids, output_attention_logits=True)
+    with pre_rotary_queries_and_keys(model) as pre_rotary, recording_attention(model) as records:
+        model(input_ids=ids)
+    check_recorded(records, len(pre_rotary), model.config.model_type)
     logits, query_vectors, key_vectors, mass = [], [], [], []
-    for (query, key), full in zip(pre_rotary, out.attention_logits):
-        rows = full[:, :, queries, :].float()  # [b, h, Q, L]; masked keys at the dtype's minimum
+    for (query, key), recorded in zip(pre_rotary, records):
+        rows = recorded.logits[:, :, queries, :].float()  # [b, h, Q, L]; masked keys at the dtype's minimum
         heads, dim = key.shape[1], key.shape[-1]
         logits.append(torch.gather(rows, 3, keys[:, None, None, :].expand(-1, heads, rows.shape[2], -1)))
         if test_start is not None:

@@ -15,6 +15,7 @@ import hmm_datasets
 from hmm_datasets.corpus import check_model_fits_corpus
 from modeling_hmmroformer import HMMRoFormerConfig, HMMRoFormerForCausalLM, HMMRoFormerModel
 from modeling_hmmroformer.experiments.settings import config_for_corpus
+from probing.recording import recording_attention
 
 TINY_SIZES = {
     "hidden_size": 32,
@@ -29,6 +30,13 @@ def make_model(seed=0, **overrides) -> HMMRoFormerForCausalLM:
     torch.manual_seed(seed)
     config = HMMRoFormerConfig(**TINY_SIZES, vocab_size=VOCAB, **overrides)
     return HMMRoFormerForCausalLM(config).eval()
+
+
+def attention_logits(model, input_ids, **kwargs) -> list[torch.Tensor]:
+    """Each layer's pre-softmax attention logits of one forward pass (`probing.recording`)."""
+    with torch.no_grad(), recording_attention(model) as records:
+        model(input_ids, **kwargs)
+    return [record.logits for record in records]
 
 
 @pytest.fixture(scope="module")
@@ -123,8 +131,8 @@ def test_flex_attention_is_refused_on_cpu_before_any_attention_runs(input_ids, m
             model.model(inputs_embeds=model.model.embed_tokens(input_ids))
         with pytest.raises(ValueError, match=message):
             model.generate(input_ids[:, :4], max_new_tokens=2, do_sample=False)
-        with pytest.raises(ValueError, match=message):  # also when the call would record attention
-            model(input_ids, output_attention_logits=True)
+        with pytest.raises(ValueError, match=message):  # also when the call asks for the weights
+            model(input_ids, output_attentions=True)
         model.set_attn_implementation("sdpa")  # what the message says to do works
         assert model(input_ids).logits.shape == (*input_ids.shape, VOCAB)
 
@@ -160,25 +168,27 @@ def test_changing_a_later_token_leaves_earlier_logits_unchanged(model, input_ids
 
 def test_rotary_attention_depends_only_on_relative_positions(model, input_ids):
     positions = torch.arange(input_ids.shape[1])[None].expand(3, -1)
-    with torch.no_grad():
-        base = model(input_ids, position_ids=positions, output_attention_logits=True)
-        shifted = model(input_ids, position_ids=positions + 100, output_attention_logits=True)
-        moved = model(input_ids, position_ids=positions * 2, output_attention_logits=True)
-    for a, b in zip(base.attention_logits, shifted.attention_logits):
+    base = attention_logits(model, input_ids, position_ids=positions)
+    shifted = attention_logits(model, input_ids, position_ids=positions + 100)
+    moved = attention_logits(model, input_ids, position_ids=positions * 2)
+    for a, b in zip(base, shifted):
         torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
-    torch.testing.assert_close(base.logits, shifted.logits, atol=1e-4, rtol=1e-4)
+    with torch.no_grad():
+        torch.testing.assert_close(
+            model(input_ids, position_ids=positions).logits,
+            model(input_ids, position_ids=positions + 100).logits,
+            atol=1e-4,
+            rtol=1e-4,
+        )
     # position_ids are honoured: stretching the distances changes the attention
-    assert not torch.allclose(base.attention_logits[0], moved.attention_logits[0], atol=1e-3)
+    assert not torch.allclose(base[0], moved[0], atol=1e-3)
 
 
 def test_without_position_embeddings_positions_do_not_matter(input_ids):
     model = make_model(position_embedding="none")
     positions = torch.arange(input_ids.shape[1])[None].expand(3, -1)
-    with torch.no_grad():
-        a = model(input_ids, position_ids=positions, output_attention_logits=True).attention_logits
-        b = model(
-            input_ids, position_ids=positions.flip(-1) * 3, output_attention_logits=True
-        ).attention_logits
+    a = attention_logits(model, input_ids, position_ids=positions)
+    b = attention_logits(model, input_ids, position_ids=positions.flip(-1) * 3)
     for x, y in zip(a, b):
         torch.testing.assert_close(x, y, atol=0, rtol=0)
 
@@ -188,22 +198,21 @@ def test_recorded_outputs_are_complete_and_consistent(implementation, input_ids)
     model = make_model()
     model.set_attn_implementation(implementation)
     with torch.no_grad():
-        out = model(
-            input_ids, output_attentions=True, output_attention_logits=True, output_hidden_states=True
-        )
+        out = model(input_ids, output_attentions=True, output_hidden_states=True)
         plain = model(input_ids)
+    logits_per_layer = attention_logits(model, input_ids)
     layers, heads, seq = model.config.num_hidden_layers, model.config.num_attention_heads, input_ids.shape[1]
-    assert len(out.hidden_states) == layers + 1 and len(out.attentions) == len(out.attention_logits) == layers
-    for weights, logits in zip(out.attentions, out.attention_logits):
+    assert len(out.hidden_states) == layers + 1 and len(out.attentions) == len(logits_per_layer) == layers
+    for weights, logits in zip(out.attentions, logits_per_layer):
         assert weights.shape == logits.shape == (3, heads, seq, seq)
         torch.testing.assert_close(logits.softmax(-1), weights, atol=1e-6, rtol=0)
         assert torch.all(weights.triu(1) == 0)  # causal
     torch.testing.assert_close(out.logits, plain.logits, atol=1e-5, rtol=0)
-    assert plain.attention_logits is None and plain.attentions is None
+    assert plain.attentions is None and model.config._attn_implementation == implementation
 
 
 CPU_IMPLEMENTATIONS = ["eager", "sdpa"]  # flex_attention is refused on CPU
-RECORDING = {"plain": {}, "recording": {"output_attentions": True, "output_attention_logits": True}}
+RECORDING = {"plain": {}, "recording": {"output_attentions": True}}  # weights asked for: eager attention
 
 
 @pytest.mark.parametrize("recording", RECORDING)
@@ -226,10 +235,8 @@ def test_a_left_padded_row_gives_the_unpadded_rows_logits(implementation, record
     torch.testing.assert_close(batch.logits[1, pad:], alone.logits[0], atol=1e-5, rtol=0)
     torch.testing.assert_close(batch.logits[0], unpadded_full[0], atol=1e-5, rtol=0)
     if recording == "recording":
-        for logits, weights, alone_logits in zip(
-            batch.attention_logits, batch.attentions, alone.attention_logits
-        ):
-            torch.testing.assert_close(logits[1, :, pad:, pad:], alone_logits[0], atol=1e-5, rtol=0)
+        for weights, alone_weights in zip(batch.attentions, alone.attentions):
+            torch.testing.assert_close(weights[1, :, pad:, pad:], alone_weights[0], atol=1e-5, rtol=0)
             assert torch.all(weights[1, :, pad:, :pad] == 0)  # real tokens never look at the padding
 
 
@@ -284,17 +291,12 @@ def test_sequences_packed_by_position_ids_are_masked_alike_when_recording(implem
     packed, positions = torch.cat([a, b])[None], torch.arange(8).repeat(2)[None]
     with torch.no_grad():
         plain = model(packed, position_ids=positions, use_cache=False).logits
-        recorded = model(packed, position_ids=positions, use_cache=False, output_attention_logits=True)
+        recorded = model(packed, position_ids=positions, use_cache=False, output_attentions=True)
         second = model(b[None]).logits
     torch.testing.assert_close(plain[0, 8:], second[0], atol=1e-5, rtol=0)
     torch.testing.assert_close(recorded.logits, plain, atol=1e-5, rtol=0)
-
-
-def test_attention_logits_can_be_asked_for_in_the_config(input_ids):
-    model = make_model(output_attention_logits=True)
-    with torch.no_grad():
-        out = model(input_ids)
-    assert len(out.attention_logits) == model.config.num_hidden_layers
+    for weights in recorded.attentions:  # nothing of the first sequence is seen from the second
+        assert torch.all(weights[0, :, 8:, :8] == 0)
 
 
 def test_generate_continues_a_prompt(model, input_ids):
@@ -436,12 +438,17 @@ def test_scaled_rope_types_work_as_in_llama(input_ids):
     scaled.load_state_dict(model.state_dict())
     positions = torch.arange(input_ids.shape[1])[None]
     with torch.no_grad():
-        base = model(input_ids, position_ids=positions, output_attention_logits=True)
-        same = scaled(input_ids, position_ids=2 * positions, output_attention_logits=True)
-        closer = scaled(input_ids, position_ids=positions, output_attention_logits=True)
-    torch.testing.assert_close(same.logits, base.logits, atol=1e-5, rtol=0)
-    torch.testing.assert_close(same.attention_logits[0], base.attention_logits[0], atol=1e-4, rtol=1e-4)
-    assert not torch.allclose(closer.attention_logits[0], base.attention_logits[0], atol=1e-3)
+        torch.testing.assert_close(
+            scaled(input_ids, position_ids=2 * positions).logits,
+            model(input_ids, position_ids=positions).logits,
+            atol=1e-5,
+            rtol=0,
+        )
+    base = attention_logits(model, input_ids, position_ids=positions)
+    same = attention_logits(scaled, input_ids, position_ids=2 * positions)
+    closer = attention_logits(scaled, input_ids, position_ids=positions)
+    torch.testing.assert_close(same[0], base[0], atol=1e-4, rtol=1e-4)
+    assert not torch.allclose(closer[0], base[0], atol=1e-3)
 
 
 DISTRIBUTED_WORKER = """

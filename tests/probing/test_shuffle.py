@@ -18,6 +18,7 @@ from probing import (
     shuffle_test,
     upper_layers,
 )
+from probing.recording import recording_attention
 from probing.shuffle import PART_METRICS, attention_geometry, demo_positions
 
 
@@ -59,13 +60,13 @@ def test_logits_rebuilt_from_pre_rotary_queries_and_keys_are_the_models(
     reproduce the model's own logits (a wrong head split or a missing scale would not)."""
     model = tiny_model(position_embedding=position_embedding)
     ids = torch.as_tensor(rows(layout, 3))
-    with pre_rotary_queries_and_keys(model) as captured:
-        out = model(input_ids=ids, output_attention_logits=True)
+    with pre_rotary_queries_and_keys(model) as captured, recording_attention(model) as records:
+        model(input_ids=ids)
     geometry = attention_geometry(model, layout.sequence_length)
     positions = torch.arange(layout.sequence_length).expand(3, -1)
     allowed = torch.ones(layout.sequence_length, layout.sequence_length, dtype=torch.bool).tril()
-    assert len(captured) == len(out.attention_logits) == 2
-    for (queries, keys), logits in zip(captured, out.attention_logits):
+    assert len(captured) == len(records) == 2
+    for (queries, keys), logits in zip(captured, [record.logits for record in records]):
         rebuilt = geometry.logits(*geometry.rotate(queries, keys, positions))
         torch.testing.assert_close(rebuilt[..., allowed], logits[..., allowed], rtol=1e-5, atol=1e-5)
     with torch.no_grad():  # the hooks are gone once the block closes
