@@ -1,4 +1,4 @@
-"""Per-layer activations and attention logits of an HMMRoFormer, streamed in batches.
+"""Per-layer activations and attention logits of a causal LM, streamed in batches.
 
 Hidden-state index 0 is the embedding output (the input of layer 1) and index i the
 output of layer i, i = 1..num_hidden_layers (the last one after the final LayerNorm of a
@@ -19,7 +19,8 @@ from safetensors import SafetensorError
 from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoModelForCausalLM, set_seed
 
-from .recording import check_recorded, recording_attention
+from .architecture import attention_of, check_causal_lm, decoder_layers, final_norm
+from .recording import check_recorded, recording_attention, repeat_heads
 
 MODEL_TYPE = "hmm_roformer"
 STORAGE_DTYPES = {"float16": torch.float16, "float32": torch.float32}
@@ -103,7 +104,7 @@ def untrained_twin(model, seed: int):
     """The same architecture freshly initialised from `seed`, on the model's device, in eval
     mode: with the training's seed, the weights training started from (the probes' untrained
     control)."""
-    check_hmm_roformer(model)
+    check_causal_lm(model)
     set_seed(seed)
     twin = type(model)(model.config)
     return twin.to(model_device(model)).eval()
@@ -162,7 +163,7 @@ def capture_hidden_states(
     final LayerNorm (what `final_norm` reads), from the same forward pass; `ValueError` for a
     model without one.
     """
-    check_hmm_roformer(model)
+    check_causal_lm(model)
     kept = resolve_layers(model, layers)
     norm = final_norm(model) if before_final_norm else None
     if before_final_norm and norm is None:
@@ -190,12 +191,6 @@ def _row_batches(input_ids, positions, batch_size: int) -> list[tuple[torch.Tens
 def _at_positions(states: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     """`states [B, L, D]` at `positions [B, P]`: `[B, P, D]`."""
     return torch.gather(states, 1, positions[..., None].expand(-1, -1, states.shape[-1]))
-
-
-def final_norm(model):
-    """The LayerNorm after the last layer (pre-norm models), None where there is none (post-norm)."""
-    check_hmm_roformer(model)
-    return getattr(model.base_model, "norm", None)
 
 
 _NO_FINAL_NORM = (
@@ -232,7 +227,7 @@ def capture_attention_logits(
     """`[layers, B, heads, Q, K]` float32 on the CPU: pre-softmax logits from the query
     positions `queries [Q]` to the key positions `keys [B, K]` (per row, so that a key can
     be followed to wherever it moved)."""
-    check_hmm_roformer(model)
+    check_causal_lm(model)
     ids = torch.as_tensor(np.asarray(input_ids), dtype=torch.long)
     key_index = torch.as_tensor(np.array(keys), dtype=torch.long)
     query_index = torch.as_tensor(np.asarray(queries), dtype=torch.long)
@@ -255,20 +250,16 @@ def capture_attention_logits(
 def pre_rotary_queries_and_keys(model) -> Iterator[list]:
     """Within the block, each forward pass of `model` stores in the yielded list, at index i for
     attention layer i + 1, the pair `(queries, keys)`, each `[batch, heads, seq, head_dim]`: the
-    output of the layer's fused `qkv_proj` split into heads exactly as the attention module
-    splits it, before the rotary embedding (tensors of the last forward, on the model's device).
-    """
-    check_hmm_roformer(model)
-    captured: list = [None] * model.config.num_hidden_layers
+    outputs of the layer's query and key projections (HMMRoFormer: its fused `qkv_proj`) split
+    into heads exactly as the attention module splits them, before the rotary embedding, the
+    keys repeated over the query heads that share them (grouped-query attention). Tensors of the
+    last forward, on the model's device."""
+    layers = decoder_layers(model)
+    captured: list = [None] * len(layers)
     handles = []
-    for index, layer in enumerate(model.base_model.layers):
-        attention = layer.self_attn
-
-        def keep(module, args, output, index=index, head_dim=attention.head_dim):
-            split = output.view(*output.shape[:-1], 3, -1, head_dim).permute(2, 0, 3, 1, 4)
-            captured[index] = (split[0], split[1])
-
-        handles.append(attention.qkv_proj.register_forward_hook(keep))
+    for index, layer in enumerate(layers):
+        attention = attention_of(layer)
+        handles += _projection_hooks(attention, lambda pair, index=index: captured.__setitem__(index, pair))
     try:
         yield captured
     finally:
@@ -276,10 +267,42 @@ def pre_rotary_queries_and_keys(model) -> Iterator[list]:
             handle.remove()
 
 
+def _projection_hooks(attention, store) -> list:
+    """Forward hooks that call `store((queries, keys))` once an attention module's query and key
+    projections have run (`[b, heads, s, d]` each, keys repeated over grouped heads)."""
+    head_dim = attention.head_dim
+
+    def heads(output):
+        return output.view(*output.shape[:-1], -1, head_dim).transpose(1, 2)
+
+    if hasattr(attention, "qkv_proj"):  # HMMRoFormer: q, k and v are thirds of one output
+
+        def fused(module, args, output):
+            split = output.view(*output.shape[:-1], 3, -1, head_dim).permute(2, 0, 3, 1, 4)
+            store((split[0], split[1]))
+
+        return [attention.qkv_proj.register_forward_hook(fused)]
+    if not (hasattr(attention, "q_proj") and hasattr(attention, "k_proj")):
+        raise ValueError(
+            f"{type(attention).__name__} has neither qkv_proj nor q_proj and k_proj: the shuffle test cannot read "
+            "its queries and keys before the rotary embedding."
+        )
+    queries: list = []
+    groups = getattr(attention, "num_key_value_groups", 1)
+    query_hook = attention.q_proj.register_forward_hook(
+        lambda module, args, output: queries.append(heads(output))
+    )
+
+    def keys(module, args, output):
+        store((queries.pop(), repeat_heads(heads(output), groups)))
+
+    return [query_hook, attention.k_proj.register_forward_hook(keys)]
+
+
 @torch.no_grad()
 def attention_weights(model, input_ids: np.ndarray) -> torch.Tensor:
     """`[layers, B, heads, L, L]` float32 on the CPU: softmax attention of a few rows."""
-    check_hmm_roformer(model)
+    check_causal_lm(model)
     ids = torch.as_tensor(np.asarray(input_ids), dtype=torch.long).to(model_device(model))
     with recording_attention(model) as records:
         model(input_ids=ids)

@@ -21,8 +21,11 @@ does not run the whole model once per layer: the layers below the knocked-out on
 see intact, so each run starts from the intact pass's input to that layer
 (`knocked_out_logits`: L(L+1)/2 layer passes for L runs, not L^2, and the same logits as a full
 forward pass under the hook). Like the rest of `probing`, it needs no import of the model
-package: it reads `model.base_model.layers`, `model.base_model.rotary_emb`, the final norm and
-the output embeddings, so a checkpoint loaded with `trust_remote_code=True` works too.
+package: it reads the decoder layers, the rotary embedding and the final norm where
+`probing.architecture` finds them, and the output embeddings, so a checkpoint loaded with
+`trust_remote_code=True` works too, and so does any causal LM whose decoder layers receive the
+rotary cos/sin as `position_embeddings` (Llama, Qwen2); a model whose positions are not rotary
+(GPT-2) is refused in one line.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ from tqdm.auto import tqdm
 from hmm_datasets import SampleLayout
 from hmm_datasets.scoring import next_token_scores
 
-from .capture import check_hmm_roformer, final_norm, model_device
+from .architecture import check_positions_in_attention, decoder_layers, final_norm, rotary_embedding
+from .capture import model_device
 from .figures import pyplot, save_figure
 from .probes import bootstrap_accuracies, interval
 
@@ -51,7 +55,7 @@ def check_layer(model, layer: int) -> int:
     if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not 1 <= layer <= num_layers:
         raise ValueError(
             f"layer={layer!r} is out of range: this model has {num_layers} layers, numbered 1..{num_layers} "
-            "(layer l is the l-th decoder layer, model.base_model.layers[l - 1])."
+            "(layer l is the l-th decoder layer)."
         )
     return int(layer)
 
@@ -71,14 +75,14 @@ def rotary_knocked_out(model, layer: int) -> Iterator[None]:
     """Within the block, decoder layer `layer` (1..L) of `model` gets unrotated position
     embeddings (`unrotated`): its queries and keys are not rotated; every other layer is
     unchanged. The hook is removed on exit, also when the block raises."""
-    check_hmm_roformer(model)
+    check_positions_in_attention(model, "the rotary knock-out")
     index = check_layer(model, layer) - 1
     scaling = rotary_scaling(model)
 
     def knock_out(module, args, kwargs):
         return args, knocked_out_kwargs(kwargs, layer, scaling)
 
-    handle = model.base_model.layers[index].register_forward_pre_hook(knock_out, with_kwargs=True)
+    handle = decoder_layers(model)[index].register_forward_pre_hook(knock_out, with_kwargs=True)
     try:
         yield
     finally:
@@ -87,7 +91,7 @@ def rotary_knocked_out(model, layer: int) -> Iterator[None]:
 
 def rotary_scaling(model) -> float:
     """The magnitude of the model's rotary cos/sin (1 for the default type, or without rotary)."""
-    return float(getattr(getattr(model.base_model, "rotary_emb", None), "attention_scaling", 1.0))
+    return float(getattr(rotary_embedding(model), "attention_scaling", 1.0))
 
 
 def knocked_out_kwargs(kwargs: dict, layer: int, scaling: float) -> dict:
@@ -105,7 +109,7 @@ def knocked_out_kwargs(kwargs: dict, layer: int, scaling: float) -> dict:
 def layer_calls(model) -> Iterator[list]:
     """Within the block, `(args, kwargs)` of each decoder layer's latest call (index l - 1 for
     layer l; None until called). The hooks are removed on exit, also when the block raises."""
-    layers = model.base_model.layers
+    layers = decoder_layers(model)
     calls: list = [None] * len(layers)
 
     def hook(index: int):
@@ -128,7 +132,7 @@ def knocked_out_logits(model, ids: torch.Tensor) -> Iterator[torch.Tensor]:
     1, 2, ..., L in turn (`rotary_knocked_out`). Run l starts from the input the intact pass gave
     layer l and runs layers l..L, the final norm and the output embeddings: the same operations
     on the same tensors as a full forward pass under the hook, without the layers below l."""
-    base, num_layers = model.base_model, model.config.num_hidden_layers
+    layers, num_layers = decoder_layers(model), model.config.num_hidden_layers
     with layer_calls(model) as calls:
         yield model(input_ids=ids, use_cache=False).logits
     norm, head, scaling = final_norm(model), model.get_output_embeddings(), rotary_scaling(model)
@@ -138,7 +142,7 @@ def knocked_out_logits(model, ids: torch.Tensor) -> Iterator[torch.Tensor]:
             args, kwargs = calls[index]
             if index == knocked:
                 kwargs = knocked_out_kwargs(kwargs, index + 1, scaling)
-            hidden = base.layers[index](hidden, *args[1:], **kwargs)
+            hidden = layers[index](hidden, *args[1:], **kwargs)
         yield head(hidden if norm is None else norm(hidden))
 
 
@@ -215,7 +219,7 @@ def rotary_knockout(
     interval a `level` bootstrap over rows (`num_resamples` resamples of `seed`, shared by every
     number).
     """
-    check_hmm_roformer(model)
+    check_positions_in_attention(model, "the rotary knock-out")
     ids = torch.as_tensor(np.asarray(input_ids), dtype=torch.long).cpu()
     mask = torch.as_tensor(np.asarray(scored), dtype=torch.bool).cpu()
     bayes = torch.as_tensor(bayes_probs).double().cpu()

@@ -185,7 +185,8 @@ def write_probe_results(result, out: str | Path) -> dict[str, Path]:
     results = result.results
     paths = {"json": out / PROBES_JSON}
     paths["json"].write_text(json.dumps(results, indent=1) + "\n")
-    paths["figure2"] = plot_figure2(results, out / PROBE_FIGURES["figure2"])
+    if "figure2" in results["patterns"]:  # no shuffle test on a model without rotary positions
+        paths["figure2"] = plot_figure2(results, out / PROBE_FIGURES["figure2"])
     paths["figure3a"] = plot_figure3a(results, out / PROBE_FIGURES["figure3a"])
     paths["figure3b"] = plot_figure3b(results, out / PROBE_FIGURES["figure3b"])
     for index, row in enumerate(results["settings"]["attention_rows"]):

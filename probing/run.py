@@ -25,15 +25,9 @@ from hmm_datasets.bayes import oracle_state_estimates
 from hmm_datasets.beliefs import belief_states, belief_tasks
 from hmm_datasets.corpus import Corpus, check_model_fits_corpus
 
+from .architecture import check_causal_lm, final_norm, positions_outside_attention
 from .belief import belief_ceiling, belief_records, check_belief_columns
-from .capture import (
-    attention_weights,
-    capture_hidden_states,
-    check_hmm_roformer,
-    final_norm,
-    model_device,
-    resolve_layers,
-)
+from .capture import attention_weights, capture_hidden_states, model_device, resolve_layers
 from .config import ProbeConfig
 from .labels import (
     POSITION_GROUPS,
@@ -90,7 +84,7 @@ def run_probing(
     `untrained_kl`) and its shuffle test (`patterns["figure2_untrained"]`): what the
     architecture alone gives, the control every effect is measured against.
     """
-    check_hmm_roformer(model)
+    check_causal_lm(model)
     check_model_fits_corpus(model.config, corpus.config)
     layout = corpus.layout
     for distance in config.distances:
@@ -235,13 +229,18 @@ def run_probing(
             of_model, test_ids, layout, seed=config.seed, batch_size=batch_size, progress=progress
         )
 
-    changes = shuffled(model)
-    records += shuffle_records(changes, config.num_resamples, config.seed)
-    patterns = {"figure2": shuffle_patterns(changes, config.num_resamples, config.seed)}
-    if untrained_model is not None:  # the same rows and derangements: the twin's profile
-        patterns["figure2_untrained"] = shuffle_patterns(
-            shuffled(untrained_model), config.num_resamples, config.seed
-        )
+    patterns, skipped = {}, {}
+    refused = positions_outside_attention(model)
+    if refused is None:
+        changes = shuffled(model)
+        records += shuffle_records(changes, config.num_resamples, config.seed)
+        patterns["figure2"] = shuffle_patterns(changes, config.num_resamples, config.seed)
+        if untrained_model is not None:  # the same rows and derangements: the twin's profile
+            patterns["figure2_untrained"] = shuffle_patterns(
+                shuffled(untrained_model), config.num_resamples, config.seed
+            )
+    else:
+        skipped["shuffle_test"] = refused
     timings["shuffle_test"] = time.perf_counter() - started
 
     started = time.perf_counter()
@@ -264,6 +263,8 @@ def run_probing(
         "num_probe_rows": {"train": int(split[0].size), "test": int(split[1].size)},
         "probe_rows": {"train": split[0].tolist(), "test": split[1].tolist()},
         "num_shuffle_rows": int(test_ids.shape[0]),
+        "model_type": model.config.model_type,
+        "skipped": skipped,  # analysis -> why it cannot run on this model
         "records": records,
         "splits": splits,
         "patterns": {
@@ -489,26 +490,8 @@ def format_summary(results: dict) -> str:
     for row in headroom_table(results):
         lines.append(f"  {row['positions']:>6}: " + "; ".join(row["cells"]))
 
-    shuffle = [
-        find(records, "shuffle", "relative_logit_change", layer) for layer in _attention_layers(results)
-    ]
-    lines += [
-        "",
-        "Shuffle test: relative change of test-query -> demonstration attention logits, per layer",
-        "  "
-        + "  ".join(
-            f"L{r['layer']}: {r['value']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]" for r in shuffle
-        ),
-    ]
-    for label, metric in (
-        ("position only (keys re-rotated, content fixed)", PART_METRICS["position_only"]),
-        ("content (queries and keys from the shuffled context)", PART_METRICS["content"]),
-        ("attention TV over demonstrations (demo-mass weighted)", WEIGHTED_TV_METRIC),
-    ):
-        parts = [find(records, "shuffle", metric, layer) for layer in _attention_layers(results)]
-        if all(parts):  # absent from results written before the decomposition
-            lines.append(f"  {label}: " + "  ".join(f"L{r['layer']}: {r['value']:.3f}" for r in parts))
-    figure2, figure3a, figure3b = (results["patterns"][key] for key in ("figure2", "figure3a", "figure3b"))
+    lines += shuffle_lines(results)
+    figure3a, figure3b = (results["patterns"][key] for key in ("figure3a", "figure3b"))
     peaks = ", ".join(
         f"k={d}: layer {v['peak_layer']} ({v['peak_accuracy']:.3f})"
         for d, v in figure3b["by_distance"].items()
@@ -517,8 +500,7 @@ def format_summary(results: dict) -> str:
         "",
         "The paper's patterns as numbers (95% bootstrap intervals over rows; the claims are decided by the "
         "study's rule, printed below by hmm-probe):",
-        f"  Fig 2  upper layers {figure2['upper_layers']} minus lower {figure2['lower_layers']}, relative change: "
-        f"{figure2['upper_minus_lower']:+.3f} {_pair(figure2['upper_minus_lower_ci'])}",
+        figure2_line(results),
         f"  Fig 3a on {figure3a['positions']} positions: task's first-reach layer minus the hidden state's, mean over "
         f"f = 0.50..0.95, / L: {_number(figure3a['mean_reach_difference'])} {_pair(figure3a['mean_reach_difference_ci'])}; "
         f"task headroom fraction {_number(figure3a['task_first_layer_fraction'])} -> "
@@ -536,6 +518,44 @@ def format_summary(results: dict) -> str:
     if before_norm:
         lines.append(f"         last layer before the final norm: {', '.join(before_norm)}")
     return "\n".join(lines)
+
+
+def shuffle_lines(results: dict) -> list[str]:
+    """The shuffle test's per-layer changes and parts, as plain text (or why it did not run)."""
+    if "figure2" not in results["patterns"]:
+        return ["", f"Shuffle test: not run ({results['skipped']['shuffle_test']})."]
+    records = results["records"]
+    shuffle = [
+        find(records, "shuffle", "relative_logit_change", layer) for layer in _attention_layers(results)
+    ]
+    lines = [
+        "",
+        "Shuffle test: relative change of test-query -> demonstration attention logits, per layer",
+        "  "
+        + "  ".join(
+            f"L{r['layer']}: {r['value']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]" for r in shuffle
+        ),
+    ]
+    for label, metric in (
+        ("position only (keys re-rotated, content fixed)", PART_METRICS["position_only"]),
+        ("content (queries and keys from the shuffled context)", PART_METRICS["content"]),
+        ("attention TV over demonstrations (demo-mass weighted)", WEIGHTED_TV_METRIC),
+    ):
+        parts = [find(records, "shuffle", metric, layer) for layer in _attention_layers(results)]
+        if all(parts):  # absent from results written before the decomposition
+            lines.append(f"  {label}: " + "  ".join(f"L{r['layer']}: {r['value']:.3f}" for r in parts))
+    return lines
+
+
+def figure2_line(results: dict) -> str:
+    """Figure 2's pattern as a number, or why there is none."""
+    figure2 = results["patterns"].get("figure2")
+    if figure2 is None:
+        return "  Fig 2  not measured: the shuffle test did not run"
+    return (
+        f"  Fig 2  upper layers {figure2['upper_layers']} minus lower {figure2['lower_layers']}, relative change: "
+        f"{figure2['upper_minus_lower']:+.3f} {_pair(figure2['upper_minus_lower_ci'])}"
+    )
 
 
 def _attention_layers(results: dict) -> list[int]:

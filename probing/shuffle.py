@@ -46,7 +46,8 @@ from tqdm.auto import tqdm
 
 from hmm_datasets import SampleLayout
 
-from .capture import check_hmm_roformer, model_device, pre_rotary_queries_and_keys
+from .architecture import attention_of, check_positions_in_attention, decoder_layers, rotary_embedding
+from .capture import model_device, pre_rotary_queries_and_keys
 from .layerwise import record
 from .probes import interval, resample_counts
 from .recording import check_recorded, recording_attention
@@ -138,11 +139,11 @@ class AttentionGeometry:
 
 
 def attention_geometry(model, length: int) -> AttentionGeometry:
-    """The `AttentionGeometry` of an HMMRoFormer for positions `0..length-1` (float32, on the
+    """The `AttentionGeometry` of a causal LM for positions `0..length-1` (float32, on the
     model's device): its attention scaling, and its rotary embedding's cos/sin, if it has one."""
-    check_hmm_roformer(model)
-    attention = model.base_model.layers[0].self_attn
-    rotary = getattr(model.base_model, "rotary_emb", None)
+    check_positions_in_attention(model, "the shuffle test")
+    attention = attention_of(decoder_layers(model)[0])
+    rotary = rotary_embedding(model)
     if rotary is None:
         return AttentionGeometry(float(attention.scaling))
     apply_rotary = getattr(sys.modules[type(attention).__module__], "apply_rotary_pos_emb", None)
@@ -233,7 +234,7 @@ def shuffle_test(
     """`{part: [B, layers, heads]}` float32 for the parts `total`, `position_only`, `content`,
     `attention_tv` and `demo_mass` of each row's shuffle test (module docstring); one forward
     pass of each order per batch of `batch_size` rows."""
-    check_hmm_roformer(model)
+    check_positions_in_attention(model, "the shuffle test")
     ids = np.asarray(input_ids)
     orders = derangements(ids.shape[0], layout.num_demos, seed)
     shuffled = shuffle_demos(ids, layout, orders)

@@ -38,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         load_evaluation_data,
         write_figure1,
     )
+    from probing.architecture import check_causal_lm
     from probing.capture import checkpoint_folder, load_causal_lm
 
     transformers.utils.logging.disable_progress_bar()  # the weights load in a blink: no bar
@@ -45,7 +46,9 @@ def main(argv: list[str] | None = None) -> int:
         folder = checkpoint_folder(args.model)
         if folder is None and args.out is None:
             raise ValueError("--out is required when --model is a Hub id")
-        model = load_causal_lm(args.model, "cuda" if torch.cuda.is_available() else "cpu")
+        model = load_causal_lm(
+            args.model, "cuda" if torch.cuda.is_available() else "cpu", check=check_causal_lm
+        )
         data = load_evaluation_data(args.data or checkpoint_corpus(args.model), args.rows)
         result = figure1(model, data, batch_size=args.batch_size)
     except (ValueError, OSError) as error:

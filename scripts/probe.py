@@ -1,4 +1,6 @@
-"""The paper's layerwise analyses (Figures 2, 3(a), 3(b), 7) on an HMMRoFormer checkpoint.
+"""The paper's layerwise analyses (Figures 2, 3(a), 3(b), 7) on a causal LM checkpoint: an
+HMMRoFormer, or any transformers causal LM trained on the corpus (Llama, Qwen2 and GPT-2 are
+tested; the shuffle test needs rotary positions and is skipped, saying why, without them).
 
     python scripts/probe.py --model runs/small/model
     python scripts/probe.py --model org/hmm-roformer-small --data org/hmm_mixture_small --out probes
@@ -83,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     from model_cards.render import format_claims
     from modeling_hmmroformer.experiments.settings import checkpoint_seed
     from modeling_hmmroformer.experiments.summary import model_claims
-    from probing.capture import checkpoint_folder, load_hmm_roformer, untrained_twin
+    from probing.architecture import check_causal_lm
+    from probing.capture import checkpoint_folder, load_causal_lm, untrained_twin
     from probing.plots import write_probe_results
     from probing.run import format_summary, run_probing
 
@@ -95,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("--out is required when --model is a Hub id")
         values = {name: getattr(args, name) for name in (*PROBE_OPTIONS, "dtype")}
         config = ProbeConfig(**{**values, "positions_per_row": args.positions_per_row or None})
-        model = load_hmm_roformer(args.model)
+        model = load_causal_lm(args.model, check=check_causal_lm)
         corpus = open_corpus(args.data or checkpoint_corpus(args.model))
         control = None
         if not args.no_control:

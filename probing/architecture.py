@@ -1,0 +1,104 @@
+"""Where the analyses find the parts of a causal LM.
+
+Every analysis reads a checkpoint through the Auto classes and finds what it needs by the
+layout transformers' own models share:
+
+    model.base_model.layers[i] (GPT-2: .h[i])          the decoder layers
+    layer.self_attn (GPT-2: .attn)                      its attention, called through
+                                                        `ALL_ATTENTION_FUNCTIONS` (`probing.recording`)
+    attention.q_proj / k_proj (HMMRoFormer: qkv_proj)   the projections before the rotary embedding
+    model.base_model.rotary_emb                         cos/sin, passed to every decoder layer
+                                                        as `position_embeddings`
+    model.base_model.norm (GPT-2: ln_f)                 the final norm (none: post-norm)
+
+HMMRoFormer, Llama, Qwen2 and GPT-2 are tested. The hidden-state analyses (Figure 1, the probes,
+the belief probes) need only `output_hidden_states`; the shuffle test's position-only part and
+the rotary knock-out need positions to enter through a rotary embedding of the queries and
+keys alone (or not at all), and refuse a model whose positions are added to the residual
+stream (GPT-2's learned positions) in one line.
+"""
+
+from __future__ import annotations
+
+from transformers import AutoModelForCausalLM
+
+HMM_ROFORMER = "hmm_roformer"
+LAYER_LISTS = ("layers", "h")  # where a base model keeps its decoder layers
+ATTENTIONS = ("self_attn", "attn")  # where a decoder layer keeps its attention
+FINAL_NORMS = ("norm", "ln_f", "final_layernorm", "final_layer_norm")
+
+
+def check_causal_lm(model_or_config) -> None:
+    """`ValueError` unless this is a causal LM (model or config) with layers, heads and a width."""
+    config = getattr(model_or_config, "config", model_or_config)
+    model_type = getattr(config, "model_type", None) or type(model_or_config).__name__
+    if type(config) not in AutoModelForCausalLM._model_mapping and model_type != HMM_ROFORMER:
+        raise ValueError(
+            f"this checkpoint is a {model_type!r} model, which has no causal-LM head in transformers "
+            "(AutoModelForCausalLM): the analyses read next-token predictions. Give a causal LM checkpoint."
+        )
+    missing = [
+        name
+        for name in ("num_hidden_layers", "hidden_size", "num_attention_heads")
+        if not hasattr(config, name)
+    ]
+    if missing:
+        raise ValueError(f"the {model_type!r} config has no {', '.join(missing)}: the analyses read them.")
+
+
+def decoder_layers(model) -> list:
+    """The decoder layers of `model`, first to last."""
+    check_causal_lm(model)
+    for name in LAYER_LISTS:
+        layers = getattr(model.base_model, name, None)
+        if layers is not None:
+            return list(layers)
+    raise ValueError(
+        f"cannot find the decoder layers of this {model.config.model_type!r} model: its base model has none of "
+        f"{', '.join(LAYER_LISTS)}."
+    )
+
+
+def attention_of(layer):
+    """The attention module of a decoder layer."""
+    for name in ATTENTIONS:
+        attention = getattr(layer, name, None)
+        if attention is not None:
+            return attention
+    raise ValueError(
+        f"cannot find the attention of {type(layer).__name__}: it has none of {', '.join(ATTENTIONS)}."
+    )
+
+
+def final_norm(model):
+    """The norm after the last layer (pre-norm models), None where there is none (post-norm)."""
+    check_causal_lm(model)
+    for name in FINAL_NORMS:
+        if hasattr(model.base_model, name):
+            return getattr(model.base_model, name)  # None: HMMRoFormer's post-norm
+    return None
+
+
+def rotary_embedding(model):
+    """The model's rotary embedding (cos/sin for the decoder layers), None without one."""
+    return getattr(model.base_model, "rotary_emb", None)
+
+
+def positions_outside_attention(model) -> str | None:
+    """Why positions reach this model other than through a rotary embedding of its queries and
+    keys (None: they do not, or the model has no positions at all)."""
+    if model.config.model_type == HMM_ROFORMER or rotary_embedding(model) is not None:
+        return None
+    return (
+        f"this {model.config.model_type!r} model has no rotary embedding: its positions are added to the residual "
+        "stream (learned or absolute position embeddings), so attention cannot be split into what position "
+        "alone changes"
+    )
+
+
+def check_positions_in_attention(model, analysis: str) -> None:
+    """`ValueError` naming why `analysis` cannot run on a model whose positions are not rotary."""
+    check_causal_lm(model)
+    reason = positions_outside_attention(model)
+    if reason is not None:
+        raise ValueError(f"{analysis} needs rotary position embeddings: {reason}. The other analyses run.")
