@@ -107,7 +107,9 @@ def render_model_card(
     corpus = summary["corpus"] or {}
     corpus_name = corpus.get("name", "unknown corpus")
     model = summary["model"]
-    name = f"HMMRoFormer {model['num_hidden_layers']} layers, hidden {model['hidden_size']}, on hmm_mixture {corpus_name}"
+    architecture = model.get("model_type") or "hmm_roformer"
+    architecture = "HMMRoFormer" if architecture == "hmm_roformer" else architecture
+    name = f"{architecture} {model['num_hidden_layers']} layers, hidden {model['hidden_size']}, on hmm_mixture {corpus_name}"
     card_data = ModelCardData(
         model_name=name,
         library_name="transformers",

@@ -297,7 +297,8 @@ def summarize_study(
         "study": settings.to_dict(),
         "corpus": corpus.config.to_dict(),
         "model": {
-            key: getattr(model, key) for key in ("hidden_size", "num_attention_heads", "norm_placement")
+            key: getattr(model, key, None)
+            for key in ("model_type", "hidden_size", "num_attention_heads", "norm_placement")
         },
         "training": {
             key: run.training.get(key)

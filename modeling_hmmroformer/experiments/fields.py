@@ -52,7 +52,7 @@ def section_fields() -> dict[str, dict[str, Any]]:
     return {
         "corpus": {"preset": str, **corpus},
         "data": {"source": str, "num_proc": int | None},
-        "model": {**_annotations(HMMRoFormerConfig), "attn_implementation": str},
+        "model": {**_annotations(HMMRoFormerConfig), "attn_implementation": str, "model_type": str},
         "training": _annotations(TrainingArguments),
         "run": {"loss_mask": str, "eval_rows": int, "vary_num_demos": bool},
     }
@@ -134,6 +134,11 @@ def run_config_problems(sections: dict[str, dict]) -> list[str]:
     fields = section_fields()
     for section, values in sections.items():
         known = fields[section]
+        if (
+            section == "model"
+            and values.get("model_type", HMMRoFormerConfig.model_type) != HMMRoFormerConfig.model_type
+        ):
+            continue  # another architecture's fields: its own config checks them (settings.architecture_config)
         for name, value in values.items():
             if name not in known:
                 if section == "model" and name == "preset":
@@ -194,7 +199,10 @@ _OWN_HELP = {
         "source": "where the rows come from: builder (generate the corpus section), a corpus folder or a Hub dataset id",
         "num_proc": "processes that generate the corpus",
     },
-    "model": {"attn_implementation": "sdpa, eager, flash_attention_2 or flex_attention (flex: GPU only)"},
+    "model": {
+        "attn_implementation": "sdpa, eager, flash_attention_2 or flex_attention (flex: GPU only)",
+        "model_type": "hmm_roformer (default) or a transformers causal LM: llama, qwen2, gpt2, ... (its fields)",
+    },
     "run": {
         "loss_mask": "which next tokens the loss counts: " + ", ".join(LOSS_MASKS),
         "eval_rows": "validation rows of the in-context evaluation (0: none)",

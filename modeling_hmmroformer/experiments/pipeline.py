@@ -70,7 +70,8 @@ from model_cards.render import (
     replace_marked_block,
     write_model_card,
 )
-from probing.capture import load_hmm_roformer, untrained_twin
+from probing.architecture import check_causal_lm, positions_outside_attention
+from probing.capture import load_causal_lm, untrained_twin
 from probing.knockout import plot_rotary_knockout, rotary_knockout, scored_test_positions
 from probing.plots import write_probe_results
 from probing.run import run_probing
@@ -100,6 +101,7 @@ KINDS = ("reproduce", "study")
 NOUNS = {"reproduce": "reproduction"}  # what a kind's folder is called in messages
 # each model's stages, in the order they run
 MODEL_STAGES = ("train", "evaluate", "probe", "memory", "knockout")
+KNOCKOUT_SKIPPED = "skipped.json"  # in knockout/ of a model without rotary positions: why there is none
 PREDICTIONS = ".predictions"  # exact predictions shared by `--jobs` workers (`shared_predictions`)
 MODEL_FILE_SUFFIXES = (".safetensors", ".json", ".py", ".yaml")  # what `model/` copies from training/
 
@@ -561,7 +563,8 @@ def measure_lemma1(p: Pipeline) -> None:
 
 
 def trained_model(m: ModelRun):
-    return load_hmm_roformer(str(m.path(layout.TRAINING)))  # on the GPU when there is one
+    """The model training wrote, HMMRoFormer or another architecture, on the GPU when there is one."""
+    return load_causal_lm(str(m.path(layout.TRAINING)), check=check_causal_lm)
 
 
 def has_unseen_tasks(p: Pipeline) -> bool:
@@ -627,8 +630,17 @@ def measure_memory(p: Pipeline, m: ModelRun, with_lemma1: bool) -> None:
 
 def measure_knockout(p: Pipeline, m: ModelRun) -> None:
     """Rotary off in one layer at a time, for the model and its untrained twin, on the test
-    tokens of the memory rows (`probing.knockout`)."""
-    model, data = trained_model(m), load_evaluation_data(str(p.corpus), p.settings.memory_rows)
+    tokens of the memory rows (`probing.knockout`). A model whose positions are not rotary
+    (GPT-2) has no knock-out: its folder says why (`KNOCKOUT_SKIPPED`), and the claims that read it are n/a."""
+    model = trained_model(m)
+    reason = positions_outside_attention(model)
+    if reason is not None:
+        skipped = json.dumps({"skipped": reason}, indent=1) + "\n"
+        layout.build_folder(
+            m.path(layout.KNOCKOUT), lambda staging: layout.write_text(staging / KNOCKOUT_SKIPPED, skipped)
+        )
+        return
+    data = load_evaluation_data(str(p.corpus), p.settings.memory_rows)
     bayes = reference_predictors(data.params)["bayes"].next_token_probs(data.input_ids, data.task_ids)
     scored = scored_test_positions(data.layout, len(data.input_ids))
     networks = {"trained": model, "twin": untrained_twin(model, m.seed)}

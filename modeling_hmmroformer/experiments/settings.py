@@ -5,7 +5,7 @@ A run config is one YAML file with five sections, any value overridable on the c
 
     corpus:   {preset: small, <HMMMixtureConfig field>: value, ...}
     data:     {source: builder | <corpus folder> | <Hub dataset id>, num_proc: 2}
-    model:    {attn_implementation: sdpa, <HMMRoFormerConfig field>: value, ...}
+    model:    {attn_implementation: sdpa, model_type: hmm_roformer | llama | ..., <its config's field>: value, ...}
     training: {<TrainingArguments field>: value, ...}
     run:      {loss_mask: all | observations | test, vary_num_demos: false, eval_rows: 256}
 
@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 import yaml
+from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig
 
 import hmm_datasets
 from hmm_datasets import HMMMixtureConfig
@@ -41,6 +42,8 @@ from probing.config import ProbeConfig
 from ..configuration_hmm_roformer import HMMRoFormerConfig
 from .fields import DEFAULTS, SECTIONS, did_you_mean, run_config_problems, unknown_sections
 from .layout import RUN_CONFIG_YAML
+
+HMM_ROFORMER = HMMRoFormerConfig.model_type  # the model a run trains unless model.model_type names another
 
 CONFIGS_DIR = Path(__file__).resolve().parents[2] / "configs"
 SCRIPTS_DIR = CONFIGS_DIR.parent / "scripts"  # the train script that `accelerate launch` runs
@@ -174,6 +177,10 @@ class RunConfig:
         return int(self.training.get("seed", 42))  # TrainingArguments' default
 
     @property
+    def model_type(self) -> str:
+        return self.model.get("model_type", HMM_ROFORMER)
+
+    @property
     def depth(self) -> int:
         return int(self.model.get("num_hidden_layers", HMMRoFormerConfig.num_hidden_layers))
 
@@ -182,7 +189,7 @@ class RunConfig:
         return hmm_datasets.get_preset(self.corpus["preset"], **overrides)
 
     def model_sizes(self) -> dict:
-        """The `model:` section's HMMRoFormerConfig fields (without the attention backend)."""
+        """The `model:` section's config fields, with its model type (without the attention backend)."""
         return {key: value for key, value in self.model.items() if key != "attn_implementation"}
 
     def with_overrides(self, overrides: dict[str, dict]) -> RunConfig:
@@ -197,14 +204,69 @@ class RunConfig:
 
 
 # ---- the model a run config builds --------------------------------------------------------------
-def config_for_corpus(corpus_config: HMMMixtureConfig, **sizes) -> HMMRoFormerConfig:
-    """A model config whose vocabulary and positions fit the corpus, with the given sizes (any
-    field of `HMMRoFormerConfig`); a model that cannot read the corpus is refused."""
+def config_for_corpus(
+    corpus_config: HMMMixtureConfig, model_type: str = HMM_ROFORMER, **sizes
+) -> PretrainedConfig:
+    """A model config whose vocabulary and positions fit the corpus, with the given sizes: an
+    `HMMRoFormerConfig` (any of its fields), or the config of another transformers model type
+    (`architecture_config`); a model that cannot read the corpus is refused."""
     positions = max(HMMRoFormerConfig.max_position_embeddings, corpus_config.sequence_length)
     values = {"vocab_size": corpus_config.model_vocab_size, "max_position_embeddings": positions, **sizes}
-    config = HMMRoFormerConfig(**values)
+    if model_type == HMM_ROFORMER:
+        config = HMMRoFormerConfig(**values)
+    else:
+        config = architecture_config(model_type, values)
     check_model_fits_corpus(config, corpus_config)
     return config
+
+
+def architecture_config(model_type: str, values: dict) -> PretrainedConfig:
+    """The config of transformers' causal LM `model_type` with `values` (the run's sizes): a field
+    its config does not have is refused; the MLP width defaults to 4 x the width and the key/value
+    heads to the query heads, as HMMRoFormer has them (not the architecture's own defaults, sized
+    for billions of parameters); no token is special."""
+    try:
+        blank = AutoConfig.for_model(model_type)
+    except ValueError:
+        raise ValueError(
+            f"model_type={model_type!r} is not a model type transformers knows: use {HMM_ROFORMER!r} or a causal "
+            "LM such as 'llama', 'qwen2' or 'gpt2'"
+        ) from None
+    if type(blank) not in AutoModelForCausalLM._model_mapping:
+        raise ValueError(
+            f"model_type={model_type!r} has no causal-LM model in transformers: choose a causal LM"
+        )
+    foreign = sorted(name for name in values if not hasattr(blank, name))
+    if foreign:
+        raise ValueError(
+            f"model.{foreign[0]} does not apply to a {model_type!r} model (its config has no such field): remove "
+            f"{', '.join(f'model.{name}' for name in foreign)} from the run config"
+        )
+    like_hmm_roformer = {  # what the run leaves out: as HMMRoFormer has it, not the architecture's defaults
+        "intermediate_size": ("hidden_size", 4),  # the MLP 4 x the width
+        "num_key_value_heads": ("num_attention_heads", 1),  # a key/value head per query head
+    }
+    for name, (source, factor) in like_hmm_roformer.items():
+        if hasattr(blank, name) and name not in values and source in values:
+            values = {**values, name: factor * values[source]}
+    tokens = {"bos_token_id": None, "eos_token_id": None, "pad_token_id": None}
+    config = AutoConfig.for_model(model_type, **{**tokens, **values})
+    check_heads(config)
+    return config
+
+
+def check_heads(config: PretrainedConfig) -> None:
+    """`ValueError` for heads that do not split the width, or query heads that key/value heads do
+    not divide (what transformers' configs leave to the first forward pass)."""
+    heads, width = config.num_attention_heads, config.hidden_size
+    if getattr(config, "head_dim", None) is None and width % heads:
+        raise ValueError(f"hidden_size={width} is not divisible by num_attention_heads={heads}")
+    groups = getattr(config, "num_key_value_heads", None)
+    if groups is not None and (groups < 1 or heads % groups):
+        raise ValueError(
+            f"num_key_value_heads={groups} does not divide num_attention_heads={heads}: each key/value head "
+            "serves a whole number of query heads"
+        )
 
 
 def load_run_config(

@@ -177,6 +177,7 @@ def summarize_model_folder(folder: str | os.PathLike) -> dict:
         "model": {
             key: config.get(key)
             for key in (
+                "model_type",
                 "num_hidden_layers",
                 "num_attention_heads",
                 "hidden_size",

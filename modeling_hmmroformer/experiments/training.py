@@ -22,7 +22,14 @@ from pathlib import Path
 import numpy as np
 import torch
 from safetensors import SafetensorError, safe_open
-from transformers import Trainer, TrainerCallback, TrainingArguments, set_seed
+from transformers import (
+    AutoModelForCausalLM,
+    PreTrainedModel,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
+    set_seed,
+)
 from transformers.trainer_callback import ExportableState
 from transformers.utils import logging
 
@@ -35,7 +42,7 @@ from ..modeling_hmm_roformer import HMMRoFormerForCausalLM
 from . import layout
 from .evaluation import model_next_token_log_probs
 from .fields import DEFAULTS
-from .settings import RunConfig, config_for_corpus
+from .settings import HMM_ROFORMER, RunConfig, config_for_corpus
 
 logger = logging.get_logger(__name__)
 
@@ -324,9 +331,15 @@ def resume_checkpoint(output_dir: Path) -> Path:
 
 
 # ---- the run ----------------------------------------------------------------------------------
-def build_model(run: RunConfig, corpus_config: HMMMixtureConfig) -> HMMRoFormerForCausalLM:
-    """The model of a run: its `model:` section, sized to read the corpus."""
-    model = HMMRoFormerForCausalLM(config_for_corpus(corpus_config, **run.model_sizes()))
+def build_model(run: RunConfig, corpus_config: HMMMixtureConfig) -> PreTrainedModel:
+    """The model of a run: its `model:` section, sized to read the corpus (an HMMRoFormer, or the
+    transformers architecture `model.model_type` names, saved as that architecture's own checkpoint)."""
+    config = config_for_corpus(corpus_config, **run.model_sizes())
+    model = (
+        HMMRoFormerForCausalLM(config)
+        if run.model_type == HMM_ROFORMER
+        else AutoModelForCausalLM.from_config(config)
+    )
     model.set_attn_implementation(run.model.get("attn_implementation", "sdpa"))
     return model
 

@@ -310,16 +310,24 @@ def test_the_exported_model_loads_without_the_plugin_and_the_probes_capture_it(
     np.save(tmp_path / "positions.npy", positions)
     run_without_plugin(
         f"""
+        import importlib
         import importlib.util
         import numpy as np
         from transformers import AutoModelForCausalLM
 
         model = AutoModelForCausalLM.from_pretrained({str(model_dir)!r}, trust_remote_code=True)
         assert "transformers_modules" in type(model).__module__, type(model).__module__
-        # the probes' capture module, by its path: it needs torch, numpy and tqdm only
-        spec = importlib.util.spec_from_file_location("capture", {str(ROOT / "probing" / "capture.py")!r})
-        capture = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(capture)
+        # the probes' capture module, from the package's folder under another name: it needs
+        # torch, numpy, tqdm and transformers only (its siblings recording and architecture too)
+        spec = importlib.util.spec_from_file_location(
+            "standalone_probing",
+            {str(ROOT / "probing" / "__init__.py")!r},
+            submodule_search_locations=[{str(ROOT / "probing")!r}],
+        )
+        package = importlib.util.module_from_spec(spec)
+        sys.modules["standalone_probing"] = package
+        spec.loader.exec_module(package)
+        capture = importlib.import_module("standalone_probing.capture")
         capture.check_hmm_roformer(model)
         ids, positions = np.load("ids.npy"), np.load("positions.npy")
         states = capture.capture_hidden_states(model.eval(), ids, positions, dtype="float32", progress=False)
