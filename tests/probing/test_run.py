@@ -16,6 +16,7 @@ from probing import run as run_module
 from probing.layerwise import BEFORE_NORM_METRIC, curve, find
 from probing.plots import write_probe_results
 from probing.run import ProbeConfig, format_summary, run_probing, summarize_probe_results
+from tests.probing.test_architectures import causal_lm
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = {
@@ -132,14 +133,18 @@ def plant_previous_tokens(model, noise: float = 0.0) -> None:
         layer.register_forward_hook(lambda m, a, out, index=index: one_hot_back(seen["ids"], index))
 
 
-@pytest.mark.parametrize("noise", [0.0, 1e-6])
-def test_planted_previous_tokens_are_decoded_exactly_at_their_layers(tiny_model, noise):
+@pytest.mark.parametrize(
+    "architecture, noise", [("hmm_roformer", 0.0), ("hmm_roformer", 1e-6), ("llama", 0.0)]
+)
+def test_planted_previous_tokens_are_decoded_exactly_at_their_layers(tiny_model, architecture, noise):
     """Through run_probing's own capture and labels: a one-position misalignment of features and
     labels would make these accuracies fall from 1. The planted codes leave 23 of the 32
     features constant (zero before the final norm, one value after it): a fit that divides
     their rounding by their spread reads noise (0.33 to 0.93 here, by BLAS code path); with
-    1e-6 noise added they vary, at the level of noise only."""
-    model = tiny_model(norm_placement="pre")  # 2 layers and a final norm, read before and after
+    1e-6 noise added they vary, at the level of noise only. A Llama goes through the same
+    capture path (its layers, its RMSNorm read before and after)."""
+    # 2 layers and a final norm, read before and after
+    model = tiny_model(norm_placement="pre") if architecture == "hmm_roformer" else causal_lm(architecture)
     plant_previous_tokens(model, noise)
     result = run_probing(model, open_corpus("tiny"), ProbeConfig(distances=(1, 2), **FAST), progress=False)
     records = result.results["records"]
@@ -162,7 +167,7 @@ def test_the_planted_probes_are_exact_under_every_blas_code_path(code_path):
     env = {key: value for key, value in os.environ.items() if key != "MKL_CBWR"}
     if code_path is not None:
         env["MKL_CBWR"] = code_path
-    test = f"{__file__}::test_planted_previous_tokens_are_decoded_exactly_at_their_layers[0.0]"
+    test = f"{__file__}::test_planted_previous_tokens_are_decoded_exactly_at_their_layers[hmm_roformer-0.0]"
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test]
     done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
