@@ -176,7 +176,7 @@ def test_a_study_folder_from_before_grids_were_kept_still_resumes(quick_studied,
         run_pipeline(study)
 
 
-def test_a_study_killed_after_a_model_resumes_without_redoing_it(tmp_path):
+def test_a_study_killed_after_a_model_resumes_without_redoing_it(tmp_path, run_script):
     out, records = tmp_path / "study", tmp_path / "records"
     command = [sys.executable, "scripts/study.py", "--study", "quick", "--depths", "2", "--quiet"]
     command += ["--out", str(out), "--records", str(records)]
@@ -189,7 +189,7 @@ def test_a_study_killed_after_a_model_resumes_without_redoing_it(tmp_path):
     running.wait()
     assert first.is_file() and not (out / "REPORT.md").exists()
     recorded = first.read_bytes()
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+    done = run_script(*command[1:])  # the same command again, in this process
     assert done.returncode == 0, done.stderr[-2000:]
     assert "depth2 seed0" not in done.stdout and "record depth2 seed1: done" in done.stdout
     assert first.read_bytes() == recorded
