@@ -1,8 +1,8 @@
-"""Layerwise analyses of HMMRoFormer checkpoints: activation and attention-logit capture,
+"""Layerwise analyses of causal LM checkpoints (HMMRoFormer, Llama, Qwen2, GPT-2, ...): activation and attention-logit capture,
 linear probes with token baselines and bootstrap intervals, the shuffle test, attention maps.
 
     from probing.run import ProbeConfig, run_probing   # the whole analysis (scripts/probe.py)
-    from probing import capture_hidden_states           # the pieces, on any HMMRoFormer
+    from probing import capture_hidden_states           # the pieces, on any causal LM
 
 The names below need only torch, numpy and the corpus package, so they also run on a
 checkpoint loaded with `trust_remote_code=True` without the model plugin. They are imported on
