@@ -190,8 +190,8 @@ def render_report(
     )
 
 
-def render_study_report(summary: dict, machine: dict) -> str:
-    """`REPORT.md` of a depth-and-seed study (built by `modeling_hmmroformer.experiments.aggregate.summarize_study`)."""
+def study_environment() -> jinja2.Environment:
+    """The Jinja environment of the study reports: strict, with their number filters."""
     environment = jinja2.Environment(undefined=jinja2.StrictUndefined)
     environment.filters["stat"] = across_seeds_text
     environment.filters["verdict_cell"] = verdict_cell_text
@@ -199,7 +199,12 @@ def render_study_report(summary: dict, machine: dict) -> str:
     environment.filters["split_spread"] = split_spread_text
     environment.filters["num"] = number_text
     environment.filters["spread"] = seconds_spread_text
-    template = environment.from_string(STUDY_REPORT_TEMPLATE.read_text())
+    return environment
+
+
+def render_study_report(summary: dict, machine: dict) -> str:
+    """`REPORT.md` of a depth-and-seed study (built by `modeling_hmmroformer.experiments.aggregate.summarize_study`)."""
+    template = study_environment().from_string(STUDY_REPORT_TEMPLATE.read_text())
     return template.render(s=summary, machine=machine, zip=zip)
 
 
@@ -216,13 +221,7 @@ def render_diversity_report(summary: dict, figures: dict[str, str]) -> str:
     """`REPORT.md` of the task-diversity study across K (built by
     `modeling_hmmroformer.experiments.diversity.summarize_diversity`); `figures` maps each
     figure's name to its path beside the report."""
-    environment = jinja2.Environment(undefined=jinja2.StrictUndefined)
-    environment.filters["stat"] = across_seeds_text
-    environment.filters["verdict_cell"] = verdict_cell_text
-    environment.filters["floor_effect"] = floor_effect_text
-    environment.filters["split_spread"] = split_spread_text
-    environment.filters["num"] = number_text
-    environment.filters["spread"] = seconds_spread_text
+    environment = study_environment()
     environment.filters["nearest"] = lambda n: f"{n['mixture']} / {n['prior']} / {n['tied']}"
     template = environment.from_string(DIVERSITY_REPORT_TEMPLATE.read_text())
     return template.render(

@@ -20,15 +20,16 @@ FAST = {"num_probe_tasks": 4, "rows_per_task": 12, "positions_per_row": 12, "num
 ROTARY = ("llama", "qwen2")
 
 
-def causal_lm(model_type: str, seed: int = 0):
-    """A tiny untrained model of a transformers architecture over the tiny corpus's 7 tokens."""
-    grouped = {"num_key_value_heads": 1} if model_type in ROTARY else {}  # 2 query heads share a key head
+def causal_lm(model_type: str, seed: int = 0, vocab_size: int = 7, heads: int = 2, key_value_heads: int = 1):
+    """A tiny untrained model of a transformers architecture, by default over the tiny corpus's 7
+    tokens; Llama and Qwen2 with grouped-query attention (`heads` query heads on `key_value_heads`)."""
+    grouped = {"num_key_value_heads": key_value_heads} if model_type in ROTARY else {}
     config = AutoConfig.for_model(
         model_type,
-        vocab_size=7,
+        vocab_size=vocab_size,
         hidden_size=32,
         num_hidden_layers=2,
-        num_attention_heads=2,
+        num_attention_heads=heads,
         intermediate_size=64,
         max_position_embeddings=64,
         bos_token_id=None,

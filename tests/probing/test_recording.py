@@ -3,36 +3,24 @@ own logits and weights, on HMMRoFormer and on transformers' own architectures.""
 
 import pytest
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from modeling_hmmroformer import HMMRoFormerConfig, HMMRoFormerForCausalLM
 from probing.recording import RECORDING, check_recorded, recording_attention
+from tests.probing.test_architectures import causal_lm
 
 VOCAB = 17
 
 
 def tiny_causal_lm(model_type: str):
-    torch.manual_seed(0)
+    """A tiny untrained model: 4 query heads, on 2 key/value heads where the architecture groups them."""
     if model_type == "hmm_roformer":
+        torch.manual_seed(0)
         config = HMMRoFormerConfig(
             vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4
         )
         return HMMRoFormerForCausalLM(config).eval()
-    grouped = {"num_key_value_heads": 2} if model_type in ("llama", "qwen2") else {}
-    config = AutoConfig.for_model(
-        model_type,
-        vocab_size=VOCAB,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=64,
-        bos_token_id=None,
-        eos_token_id=None,
-        **grouped,
-    )
-    return AutoModelForCausalLM.from_config(config).eval()
+    return causal_lm(model_type, vocab_size=VOCAB, heads=4, key_value_heads=2)
 
 
 @pytest.fixture
