@@ -257,10 +257,12 @@ def pre_rotary_queries_and_keys(model) -> Iterator[list]:
     layers = decoder_layers(model)
     captured: list = [None] * len(layers)
     handles = []
-    for index, layer in enumerate(layers):
-        attention = attention_of(layer)
-        handles += _projection_hooks(attention, lambda pair, index=index: captured.__setitem__(index, pair))
-    try:
+    try:  # a layer whose projections cannot be found leaves no hook of the layers before it
+        for index, layer in enumerate(layers):
+            attention = attention_of(layer)
+            handles += _projection_hooks(
+                attention, lambda pair, index=index: captured.__setitem__(index, pair)
+            )
         yield captured
     finally:
         for handle in handles:
