@@ -20,7 +20,7 @@ stream (GPT-2's learned positions) in one line.
 
 from __future__ import annotations
 
-from transformers import AutoModelForCausalLM
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
 HMM_ROFORMER = "hmm_roformer"
 LAYER_LISTS = ("layers", "h")  # where a base model keeps its decoder layers
@@ -32,7 +32,7 @@ def check_causal_lm(model_or_config) -> None:
     """`ValueError` unless this is a causal LM (model or config) with layers, heads and a width."""
     config = getattr(model_or_config, "config", model_or_config)
     model_type = getattr(config, "model_type", None) or type(model_or_config).__name__
-    if type(config) not in AutoModelForCausalLM._model_mapping and model_type != HMM_ROFORMER:
+    if type(config) not in MODEL_FOR_CAUSAL_LM_MAPPING and model_type != HMM_ROFORMER:
         raise ValueError(
             f"this checkpoint is a {model_type!r} model, which has no causal-LM head in transformers "
             "(AutoModelForCausalLM): the analyses read next-token predictions. Give a causal LM checkpoint."

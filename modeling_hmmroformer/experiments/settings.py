@@ -30,7 +30,8 @@ from typing import Any
 
 import torch
 import yaml
-from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig
+from transformers import AutoConfig, PretrainedConfig
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
 import hmm_datasets
 from hmm_datasets import HMMMixtureConfig
@@ -232,7 +233,7 @@ def architecture_config(model_type: str, values: dict) -> PretrainedConfig:
             f"model_type={model_type!r} is not a model type transformers knows: use {HMM_ROFORMER!r} or a causal "
             "LM such as 'llama', 'qwen2' or 'gpt2'"
         ) from None
-    if type(blank) not in AutoModelForCausalLM._model_mapping:
+    if type(blank) not in MODEL_FOR_CAUSAL_LM_MAPPING:
         raise ValueError(
             f"model_type={model_type!r} has no causal-LM model in transformers: choose a causal LM"
         )
