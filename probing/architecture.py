@@ -24,7 +24,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
 HMM_ROFORMER = "hmm_roformer"
 LAYER_LISTS = ("layers", "h")  # where a base model keeps its decoder layers
-ATTENTIONS = ("self_attn", "attn")  # where a decoder layer keeps its attention
+ATTENTIONS = ("self_attn", "attn", "self_attention", "attention")  # where a decoder layer keeps its attention
 FINAL_NORMS = ("norm", "ln_f", "final_layernorm", "final_layer_norm")
 
 
@@ -93,6 +93,23 @@ def positions_outside_attention(model) -> str | None:
         f"this {model.config.model_type!r} model has no rotary embedding: its positions are added to the residual "
         "stream (learned or absolute position embeddings), so attention cannot be split into what position "
         "alone changes"
+    )
+
+
+def shuffle_unavailable(model) -> str | None:
+    """Why the shuffle test cannot split this model's attention logits (None: it can): positions
+    that are not rotary, or queries and keys that cannot be read before the rotary embedding (it
+    reads `q_proj` and `k_proj`, or HMMRoFormer's fused `qkv_proj`; GPT-NeoX and Falcon fuse them
+    per head in `query_key_value`)."""
+    reason = positions_outside_attention(model)
+    if reason is not None:
+        return reason
+    attention = attention_of(decoder_layers(model)[0])
+    if hasattr(attention, "qkv_proj") or (hasattr(attention, "q_proj") and hasattr(attention, "k_proj")):
+        return None
+    return (
+        f"this {model.config.model_type!r} model's attention has no q_proj and k_proj (nor HMMRoFormer's qkv_proj): "
+        "its queries and keys cannot be read before the rotary embedding"
     )
 
 

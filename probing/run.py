@@ -25,7 +25,7 @@ from hmm_datasets.bayes import oracle_state_estimates
 from hmm_datasets.beliefs import belief_states, belief_tasks
 from hmm_datasets.corpus import Corpus, check_model_fits_corpus
 
-from .architecture import check_causal_lm, final_norm, positions_outside_attention
+from .architecture import check_causal_lm, final_norm, shuffle_unavailable
 from .belief import belief_ceiling, belief_records, check_belief_columns
 from .capture import attention_weights, capture_hidden_states, model_device, resolve_layers
 from .config import ProbeConfig
@@ -230,7 +230,7 @@ def run_probing(
         )
 
     patterns, skipped = {}, {}
-    refused = positions_outside_attention(model)
+    refused = shuffle_unavailable(model)
     if refused is None:
         changes = shuffled(model)
         records += shuffle_records(changes, config.num_resamples, config.seed)

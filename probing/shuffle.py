@@ -46,7 +46,7 @@ from tqdm.auto import tqdm
 
 from hmm_datasets import SampleLayout
 
-from .architecture import attention_of, check_positions_in_attention, decoder_layers, rotary_embedding
+from .architecture import attention_of, check_causal_lm, decoder_layers, rotary_embedding, shuffle_unavailable
 from .capture import model_device, pre_rotary_queries_and_keys
 from .layerwise import record
 from .probes import interval, resample_counts
@@ -138,10 +138,18 @@ class AttentionGeometry:
         return torch.matmul(queries, keys.transpose(-1, -2)) * self.scaling
 
 
+def check_shuffle_available(model) -> None:
+    """`ValueError` naming why the shuffle test cannot run on `model` (`shuffle_unavailable`)."""
+    check_causal_lm(model)
+    reason = shuffle_unavailable(model)
+    if reason is not None:
+        raise ValueError(f"the shuffle test cannot run: {reason}. The other analyses run.")
+
+
 def attention_geometry(model, length: int) -> AttentionGeometry:
     """The `AttentionGeometry` of a causal LM for positions `0..length-1` (float32, on the
     model's device): its attention scaling, and its rotary embedding's cos/sin, if it has one."""
-    check_positions_in_attention(model, "the shuffle test")
+    check_shuffle_available(model)
     attention = attention_of(decoder_layers(model)[0])
     rotary = rotary_embedding(model)
     if rotary is None:
@@ -234,7 +242,7 @@ def shuffle_test(
     """`{part: [B, layers, heads]}` float32 for the parts `total`, `position_only`, `content`,
     `attention_tv` and `demo_mass` of each row's shuffle test (module docstring); one forward
     pass of each order per batch of `batch_size` rows."""
-    check_positions_in_attention(model, "the shuffle test")
+    check_shuffle_available(model)
     ids = np.asarray(input_ids)
     orders = derangements(ids.shape[0], layout.num_demos, seed)
     shuffled = shuffle_demos(ids, layout, orders)

@@ -45,7 +45,13 @@ def tiny_corpus():
     return open_corpus("tiny")
 
 
-@pytest.mark.parametrize("model_type", [*ROTARY, "gpt2"])
+SHUFFLE_SKIPPED = {  # model type -> why it has no shuffle test
+    "gpt2": "this 'gpt2' model has no rotary embedding",
+    "gpt_neox": "this 'gpt_neox' model's attention has no q_proj and k_proj",  # fused per head
+}
+
+
+@pytest.mark.parametrize("model_type", ["llama", *SHUFFLE_SKIPPED])  # Qwen2 takes Llama's path
 def test_every_analysis_that_applies_runs_and_says_which_does_not(model_type, tiny_corpus, tmp_path):
     model = causal_lm(model_type)
     result = run_probing(
@@ -66,8 +72,8 @@ def test_every_analysis_that_applies_runs_and_says_which_does_not(model_type, ti
         assert results["skipped"] == {} and "figure2" in results["patterns"] and "shuffle" in targets
         assert "figure2" in paths
     else:
-        assert "no rotary embedding" in results["skipped"]["shuffle_test"] and "shuffle" not in targets
-        assert "Shuffle test: not run (this 'gpt2' model has no rotary embedding" in summary
+        assert results["skipped"]["shuffle_test"].startswith(SHUFFLE_SKIPPED[model_type])
+        assert f"Shuffle test: not run ({SHUFFLE_SKIPPED[model_type]}" in summary and "shuffle" not in targets
         assert "figure2" not in paths and not (tmp_path / "figure2_shuffle.png").exists()
     assert result.attention.shape[0] == 2  # Figure 7: the attention maps of both layers
 
@@ -92,8 +98,9 @@ def test_llamas_logits_are_rebuilt_from_its_pre_rotary_queries_and_keys(tiny_cor
         torch.testing.assert_close(rebuilt[..., allowed], record.logits[..., allowed], rtol=1e-5, atol=1e-5)
 
 
-def test_the_knockout_runs_on_llama_and_is_refused_on_gpt2(tiny_corpus):
-    model = causal_lm("llama")
+@pytest.mark.parametrize("model_type", ["llama", "gpt_neox"])
+def test_the_knockout_runs_where_positions_are_rotary_and_is_refused_on_gpt2(model_type, tiny_corpus):
+    model = causal_lm(model_type)
     ids = torch.as_tensor(np.stack(tiny_corpus.split("test")["input_ids"][:4]))
     with torch.no_grad():
         runs = list(knocked_out_logits(model, ids))
