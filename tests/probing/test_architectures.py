@@ -16,7 +16,7 @@ from probing.recording import recording_attention
 from probing.run import ProbeConfig, format_summary, run_probing
 from probing.shuffle import attention_geometry
 
-FAST = {"num_probe_tasks": 4, "rows_per_task": 12, "positions_per_row": 12, "num_resamples": 100}
+FAST = {"num_probe_tasks": 4, "rows_per_task": 8, "positions_per_row": 12, "num_resamples": 20}
 ROTARY = ("llama", "qwen2")
 
 
