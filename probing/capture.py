@@ -19,10 +19,10 @@ from safetensors import SafetensorError
 from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoModelForCausalLM, set_seed
 
-from .architecture import attention_of, check_causal_lm, decoder_layers, final_norm
+from .architecture import HMM_ROFORMER, attention_of, check_causal_lm, decoder_layers, final_norm
 from .recording import check_recorded, recording_attention, repeat_heads
 
-MODEL_TYPE = "hmm_roformer"
+MODEL_TYPE = HMM_ROFORMER  # the model this package was written for (any causal LM reads too)
 STORAGE_DTYPES = {"float16": torch.float16, "float32": torch.float32}
 FLOAT16_LIMIT = 60000.0
 

@@ -81,7 +81,7 @@ from .aggregate import check_records, model_record, summarize_study
 from .diversity import DIVERSITY_TITLE, summarize_diversity
 from .evaluation import figure1, load_evaluation_data, model_next_token_probs, write_figure1
 from .memory import write_lemma1, write_model_memory
-from .plots import plot_diversity, plot_study
+from .plots import is_diversity_figure, plot_diversity, plot_study
 from .settings import (
     CONFIGS_DIR,
     PRESETS,
@@ -794,10 +794,7 @@ def check_diversity_folder(out: Path) -> None:
     strangers = [
         path.name
         for path in (figures.iterdir() if figures.is_dir() else [])
-        if not (
-            path.suffix == ".png"
-            and (path.name.startswith("claim_") or path.name == "yardsticks_against_k.png")
-        )
+        if not is_diversity_figure(path.name)
     ]
     if strangers:
         raise ValueError(

@@ -285,11 +285,20 @@ def plot_yardsticks_against_k(summary: dict, path: Path) -> None:
     save_figure(fig, path)
 
 
+YARDSTICKS_FIGURE = "yardsticks_against_k.png"
+CLAIM_FIGURE_PREFIX = "claim_"  # claim_<key>.png: one figure per claim
+
+
+def is_diversity_figure(name: str) -> bool:
+    """Whether a file name is one `plot_diversity` writes."""
+    return name == YARDSTICKS_FIGURE or (name.startswith(CLAIM_FIGURE_PREFIX) and name.endswith(".png"))
+
+
 def plot_diversity(summary: dict, folder: Path) -> dict[str, str]:
     """Every figure of the cross-K report into `folder`; returns figure name -> file name."""
-    files = {"yardsticks_against_k": "yardsticks_against_k.png"}
+    files = {"yardsticks_against_k": YARDSTICKS_FIGURE}
     plot_yardsticks_against_k(summary, folder / files["yardsticks_against_k"])
     for claim in summary["claims"]:
-        files[claim["key"]] = f"claim_{claim['key']}.png"
+        files[claim["key"]] = f"{CLAIM_FIGURE_PREFIX}{claim['key']}.png"
         plot_claim_against_k(summary, claim["key"], folder / files[claim["key"]])
     return files
