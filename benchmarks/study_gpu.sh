@@ -21,18 +21,20 @@ shift 2
 source benchmarks/gpu_install.sh || exit 1
 jobs=$(( ${JOBS:-8} / $# )); [ "$jobs" -ge 1 ] || jobs=1
 threads=$(( $(nproc) / $# )); [ "$threads" -ge 1 ] || threads=1  # each study its share of the cores
-folders=()
+folders=() studies=()
 for item in "$@"; do
     study=${item%@*} folder="runs/${item%@*}" depths=()
     if [ "$item" != "$study" ]; then
         folder="$folder-d${item#*@}" depths=(--depths "${item#*@}")
     fi
-    folders+=("$folder")
+    folders+=("$folder") studies+=("$study")
     echo "== $study ${depths[*]} into $folder: $jobs processes, $threads threads in all, $seconds s"
     OMP_NUM_THREADS=$threads timeout "$seconds" "$PYTHON" scripts/study.py --study "$study" "${depths[@]}" \
         --jobs "$jobs" --quiet --out "$folder" --records "results/diversity/$study/models" &
 done
 wait
+# timeout stops each study's main process; its spawned workers go too, before anything is packed
+pkill -f multiprocessing.spawn && sleep 2
 paths=(results/diversity)
 for folder in "${folders[@]}"; do
     for name in study_state.json lemma1 yardsticks REPORT.md results.json; do
@@ -40,3 +42,20 @@ for folder in "${folders[@]}"; do
     done
 done
 tar czf "$pack" "${paths[@]}" && echo "packed ${paths[*]} into $pack"
+# The models not yet recorded, in parts under 15 MiB: their final weights and the analyses' JSON
+# (no optimizer checkpoints, logs, figures or the corpus's HMMs). Unpacked at home (cat
+# PACK.models.* | tar xz), such a model resumes after its last complete stage.
+models=()
+for i in "${!folders[@]}"; do
+    folder=${folders[$i]}
+    for model in "$folder"/models/*/; do
+        [ -d "$model" ] || continue
+        record="results/diversity/${studies[$i]}/models/$(basename "$model").json"
+        [ -e "$record" ] || models+=("${model%/}")
+    done
+done
+if [ ${#models[@]} -gt 0 ]; then
+    tar cz --exclude='checkpoint-*' --exclude='*/training/runs' --exclude='*.png' \
+        --exclude='hmm_params.safetensors' "${models[@]}" | split -b 15m - "$pack.models."
+    echo "packed unrecorded models ${models[*]} into $pack.models.*"
+fi
