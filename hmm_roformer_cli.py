@@ -17,6 +17,7 @@ import argparse
 import functools
 import runpy
 import sys
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
@@ -67,7 +68,11 @@ def refuse(error: BaseException | str) -> int:
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """The description as written (the scripts' docstrings), and every option's default after
-    its help where it has one (not None or False) and the help does not already say it."""
+    its help where it has one (not None or False) and the help does not already say it; lines
+    wrapped between words, never inside a hyphenated name (`architecture-llama`)."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
 
     def _get_help_string(self, action: argparse.Action) -> str:
         help = action.help or ""

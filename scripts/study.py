@@ -37,8 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--study",
         default="default",
-        help="default, quick, diversity-32, diversity-512, diversity-8192, diversity-512-draw1, or any "
-        "preset: tiny, small, paper (default: %(default)s)",
+        help="default, quick, diversity-32, diversity-512, diversity-8192, diversity-512-draw1, "
+        "architecture-llama, or any preset: tiny, small, paper (default: %(default)s)",
     )
     parser.add_argument("--out", help="study folder (default: runs/study-<study>)")
     parser.add_argument("--depths", type=int, nargs="+", help="numbers of layers (default: the study's)")

@@ -13,7 +13,8 @@ Sections exist because their fields clash in a flat namespace: `vocab_size` is V
 corpus and V + 1 for the model, `seed` draws the HMMs in one and orders the batches in the
 other. On the command line a value is `--section.field value` (or `--section.field=value`),
 read as YAML 1.2 like the files. Overrides travel as nested dicts
-(`{"training": {"max_steps": 20}}`), applied to the sections by `RunConfig.with_overrides`.
+(`{"training": {"max_steps": 20}}`), applied to the sections by `RunConfig.with_overrides`;
+null removes a field (`--model.norm_placement null`: its default applies).
 """
 
 from __future__ import annotations
@@ -124,6 +125,17 @@ def merge_overrides(*layers: dict[str, dict]) -> dict[str, dict]:
     return merged
 
 
+def apply_overrides(sections: dict[str, dict], overrides: dict[str, dict]) -> dict[str, dict]:
+    """`sections` with `overrides` applied field by field; a field overridden with None (YAML's
+    null: `--model.norm_placement null`) is removed, so that its default applies."""
+    applied = merge_overrides(sections, overrides)
+    for section, fields in (overrides or {}).items():
+        for name, value in fields.items():
+            if value is None:
+                applied[section].pop(name, None)
+    return applied
+
+
 # ---- the run config ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class RunConfig:
@@ -195,7 +207,7 @@ class RunConfig:
 
     def with_overrides(self, overrides: dict[str, dict]) -> RunConfig:
         """A new run config with `{section: {field: value}}` applied (validated again)."""
-        return RunConfig(**merge_overrides(self.to_dict(), overrides))
+        return RunConfig(**apply_overrides(self.to_dict(), overrides))
 
     def to_dict(self) -> dict[str, dict]:
         return {section: copy.deepcopy(getattr(self, section)) for section in SECTIONS}
@@ -287,7 +299,7 @@ def load_run_config(
     if isinstance(overrides, list):
         overrides = parse_overrides(overrides)
     sections = {section: dict(values.get(section) or {}) for section in SECTIONS}
-    return RunConfig(**merge_overrides(sections, overrides or {}))
+    return RunConfig(**apply_overrides(sections, overrides or {}))
 
 
 def checkpoint_seed(model: str) -> int:
@@ -489,6 +501,20 @@ PRESETS = {
                 prior_particles=DIVERSITY_PARTICLES,
             )
             for k in (32, 512, 8192)
+        ),
+        # The architecture comparison: the diversity-32 study's 4-layer models as a Llama of the same
+        # sizes (norm_placement is HMMRoFormer's own field: removed).
+        Settings(
+            "architecture-llama",
+            "study.yaml",
+            depths=(4,),
+            seeds=(0, 1, 2, 3, 4, 5),
+            overrides={
+                "corpus": {"preset": "diversity-32"},
+                "model": {"model_type": "llama", "norm_placement": None},
+            },
+            corpus_table_rows=128,
+            prior_particles=DIVERSITY_PARTICLES,
         ),
         Settings(
             "diversity-512-draw1",

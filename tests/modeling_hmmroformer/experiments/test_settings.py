@@ -95,9 +95,22 @@ def test_overrides_apply_as_nested_dicts_and_are_validated_again():
     assert as_list == changed
 
 
+def test_null_removes_a_field_wherever_the_overrides_come_from():
+    base = load_run_config(ROOT / "configs" / "study.yaml")
+    assert base.model["norm_placement"] == "pre"
+    on_the_command_line = load_run_config(ROOT / "configs" / "study.yaml", ["--model.norm_placement", "null"])
+    assert "norm_placement" not in on_the_command_line.model
+    assert on_the_command_line == base.with_overrides({"model": {"norm_placement": None}})
+    # a study's null survives the command line's overrides merged onto it
+    llama = get_settings("architecture-llama", overrides={"training": {"max_steps": 3}})
+    run = load_run_config(ROOT / "configs" / "study.yaml", llama.overrides)
+    assert "norm_placement" not in run.model and run.model_type == "llama"
+    assert run.training["max_steps"] == 3
+
+
 def test_the_named_pipelines_are_one_table_of_one_type():
     diversity = {"diversity-32", "diversity-512", "diversity-8192", "diversity-512-draw1"}
-    assert set(PRESETS) == {"tiny", "small", "paper", "default", "quick", *diversity}
+    assert set(PRESETS) == {"tiny", "small", "paper", "default", "quick", "architecture-llama", *diversity}
     assert all(isinstance(settings, Settings) for settings in PRESETS.values())
     assert REPRODUCTIONS == ["paper", "small", "tiny"]  # one model each: the run config's own
     for name, settings in PRESETS.items():  # each names a run config that validates
