@@ -52,6 +52,7 @@ probe = functools.partial(run_script, "probe")
 push_to_hub = functools.partial(run_script, "push_to_hub")
 lemma1 = functools.partial(run_script, "lemma1")
 diversity_report = functools.partial(run_script, "diversity_report")
+architectures_report = functools.partial(run_script, "architectures_report")
 
 
 # ---- what every script shares: one line on stderr and exit status 2 for bad input --------------

@@ -18,6 +18,7 @@ REPORT_TEMPLATE = TEMPLATE_DIR / "report.md"
 RESULTS_TEMPLATE = TEMPLATE_DIR / "results.md"
 STUDY_REPORT_TEMPLATE = TEMPLATE_DIR / "study_report.md"
 DIVERSITY_REPORT_TEMPLATE = TEMPLATE_DIR / "diversity_report.md"
+ARCHITECTURES_REPORT_TEMPLATE = TEMPLATE_DIR / "architectures_report.md"
 # the README's block that `scripts/diversity_report.py` rewrites: between these two lines
 DIVERSITY_STATUS_MARKERS = ("<!-- diversity status: start -->", "<!-- diversity status: end -->")
 # first line of a rendered card's body: a card with it may be rendered again (for the repo it goes to)

@@ -18,6 +18,7 @@ import yaml
 from huggingface_hub import DatasetCard, DatasetCardData, EvalResult, ModelCard, ModelCardData
 
 from . import (
+    ARCHITECTURES_REPORT_TEMPLATE,
     CITATION,
     DATASET_CARD_MARKER,
     DATASET_CARD_TEMPLATE,
@@ -244,6 +245,47 @@ def render_diversity_report(summary: dict, figures: dict[str, str]) -> str:
             },
         },
     )
+
+
+def render_architectures_report(summary: dict, figures: dict[str, str], machine: dict) -> str:
+    """`REPORT.md` of the architecture comparison (built by
+    `modeling_hmmroformer.experiments.architectures.summarize_architectures`)."""
+    template = study_environment().from_string(ARCHITECTURES_REPORT_TEMPLATE.read_text())
+    return template.render(
+        s=summary,
+        **summary["setup"],
+        sources=summary["sources"],
+        figures=figures,
+        machine=machine,
+        cell_names=[f"{c['architecture']}, {c['depth']} layers" for c in summary["cells"]],
+        difference_words=lambda d: difference_words(d, summary),
+    )
+
+
+def difference_words(difference: dict, summary: dict) -> str:
+    """What differs between the architectures at one depth, in words, from the numbers: the
+    claims whose verdicts differ and the statistics whose intervals do not overlap."""
+    depth, names = difference["depth"], summary["architectures"]
+    claims = {c["key"]: c for c in summary["claims"]}
+    verdicts = [
+        f"Fig {claims[key]['figure']} {claims[key]['claim']} ("
+        + ", ".join(f"{name} {label}" for name, label in zip(names, labels))
+        + ")"
+        for key, labels in difference["verdicts"].items()
+    ]
+    text = f"At {depth} layers, " + (
+        f"the verdicts differ on {len(verdicts)} of {difference['num_claims']} claims: {'; '.join(verdicts)}."
+        if verdicts
+        else f"every one of the {difference['num_claims']} claims has the same verdict in each architecture."
+    )
+    apart = [
+        f"{row['words']} ({row['better']} is better): "
+        + ", ".join(f"{number_text(mean)} {name}" for name, mean in row["means"].items())
+        for row in difference["apart"]
+    ]
+    if apart:
+        return f"{text} Intervals across seeds apart: {'; '.join(apart)}; every other statistic's overlap."
+    return f"{text} On the ladder and the yardsticks every interval across seeds overlaps the other architecture's."
 
 
 def claims_by_verdict(cell: dict) -> list[tuple[str, list[str]]]:

@@ -153,6 +153,19 @@ def quick_studied(tmp_path_factory):
     return out, done.stdout
 
 
+@pytest.fixture(scope="session")
+def gpt2_studied(tmp_path_factory) -> Path:
+    """The quick study's models at 2 layers, one seed, as GPT-2 (learned positions: no shuffle
+    test, no knock-out), in this process, once per session: its study folder."""
+    from modeling_hmmroformer.experiments.pipeline import make_pipeline, run_pipeline
+    from modeling_hmmroformer.experiments.settings import get_settings
+
+    settings = get_settings("quick", depths=(2,), seeds=(0,), overrides={"model": {"model_type": "gpt2"}})
+    out = tmp_path_factory.mktemp("study") / "gpt2"
+    run_pipeline(make_pipeline(settings, out, kind="study", progress=False), log=lambda line: None)
+    return out
+
+
 # ---- the doc test's pages (tests/test_docs.py) ---------------------------------------------
 def page_workdir(root: Path, reproduced: Path, studied: Path) -> Path:
     """A scratch folder laid out like a clone, where `scripts/reproduce.py --preset tiny` and

@@ -1,6 +1,6 @@
 """The depth-and-seed study's figures: each depth's curves against relative depth l/L, the
 mean over seeds with a band from the lowest to the highest seed, the trained models solid and
-their untrained twins dashed."""
+their untrained twins dashed; the cross-K report's and the architecture comparison's."""
 
 from __future__ import annotations
 
@@ -302,3 +302,44 @@ def plot_diversity(summary: dict, folder: Path) -> dict[str, str]:
         files[claim["key"]] = f"{CLAIM_FIGURE_PREFIX}{claim['key']}.png"
         plot_claim_against_k(summary, claim["key"], folder / files[claim["key"]])
     return files
+
+
+ARCHITECTURES_FIGURE = "claims_by_architecture.png"
+
+
+def plot_architectures(summary: dict, folder: Path) -> dict[str, str]:
+    """The architecture comparison's figure into `folder`: every claim, one panel each, per
+    architecture (and depth) the trained models' own statistic (filled) and the untrained twins'
+    (unfilled), 95% intervals across seeds; the zero line is "no such pattern". Returns figure
+    name -> file name."""
+    plt = pyplot()
+    claims = summary["claims"]
+    columns = 3
+    rows = -(-len(claims) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(3.6 * columns, 2.6 * rows), squeeze=False)
+    cells = summary["cells"]
+    names = [f"{c['architecture']}\n{c['depth']} layers" for c in cells]
+    for ax, (index, claim) in zip(axes.flat, enumerate(claims)):
+        verdicts = [c["verdicts"][index] for c in cells]
+        x = np.arange(len(cells))
+        interval_bars(ax, x - 0.1, [v["own"] for v in verdicts], color="C0", ls="none", label="trained")
+        twins = [(i, (v["floors"].get("twin") or {}).get("floor")) for i, v in enumerate(verdicts)]
+        twins = [(i, twin) for i, twin in twins if twin]
+        if twins:
+            x_twin = [i + 0.1 for i, _ in twins]
+            style = {"color": "C7", "ls": "none", "mfc": "none", "label": "untrained twin"}
+            interval_bars(ax, x_twin, [twin for _, twin in twins], **style)
+        for i, v in enumerate(verdicts):
+            if v["own"]["mean"] is None:  # no statistic: say why where its point would be
+                ax.text(i, 0, v["label"], ha="center", va="bottom", fontsize=6, color="grey", wrap=True)
+        ax.axhline(0, color="grey", lw=0.6)
+        ax.set_xticks(x, names, fontsize=7)
+        ax.set_xlim(-0.6, len(cells) - 0.4)
+        ax.set_title(f"Fig {claim['figure']}: {claim['claim']}", fontsize=7)
+        ax.tick_params(axis="y", labelsize=7)
+    for ax in list(axes.flat)[len(claims) :]:
+        ax.axis("off")
+    handles = {label: handle for ax in axes.flat for handle, label in zip(*ax.get_legend_handles_labels())}
+    fig.legend(handles.values(), handles.keys(), loc="lower right", fontsize=7)
+    save_figure(fig, folder / ARCHITECTURES_FIGURE)
+    return {"claims": ARCHITECTURES_FIGURE}

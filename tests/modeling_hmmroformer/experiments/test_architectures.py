@@ -8,7 +8,6 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from modeling_hmmroformer.experiments.pipeline import make_pipeline, run_pipeline
 from modeling_hmmroformer.experiments.settings import get_settings, load_run_config
 from modeling_hmmroformer.experiments.training import prepare, train
 from probing.capture import untrained_twin
@@ -67,12 +66,11 @@ def test_a_model_section_an_architecture_cannot_take_is_refused_in_one_line(tmp_
         tiny_run(tmp_path, *overrides)
 
 
-def test_a_study_of_gpt2_decides_what_it_can_and_says_why_not_the_rest(tmp_path):
-    settings = get_settings("quick", depths=(2,), seeds=(0,), overrides={"model": {"model_type": "gpt2"}})
-    study = make_pipeline(settings, tmp_path / "study", kind="study", progress=False)
-    run_pipeline(study, log=lambda line: None)
-    model = study.model(2, 0)
-    assert "no rotary embedding" in (model.path("knockout") / "skipped.json").read_text()
-    report = (tmp_path / "study" / "REPORT.md").read_text()
+def test_a_study_of_gpt2_decides_what_it_can_and_says_why_not_the_rest(gpt2_studied):
+    assert (
+        "no rotary embedding"
+        in (gpt2_studied / "models" / "depth2-seed0" / "knockout" / "skipped.json").read_text()
+    )
+    report = (gpt2_studied / "REPORT.md").read_text()
     assert "- models: gpt2, width 32" in report
     assert "**n/a (no shuffle test)**" in report and "**n/a (no knock-out)**" in report

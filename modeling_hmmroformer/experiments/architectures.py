@@ -1,0 +1,140 @@
+"""HMMRoFormer against other architectures: studies of the same corpus, training and depth whose
+models differ only in their architecture (`--study architecture-llama` beside `diversity-32`),
+side by side on the ladder, the yardsticks and the claims, gathered from the studies' own
+summaries (`aggregate.summarize_study`: each study folder's results.json).
+
+Plain data in, plain data out: `scripts/architectures_report.py` reads the folders and writes.
+"""
+
+from __future__ import annotations
+
+from .diversity import SPLITS, study_cells
+from .settings import HMM_ROFORMER
+
+ARCHITECTURES_TITLE = "# HMMRoFormer against other architectures"  # the report's first line starts so
+SHARED_SETUP = ("corpus", "training")  # what the compared studies must share
+SPLIT_WORDS = {"test": "seen tasks", "test_unseen": "unseen tasks"}
+# the statistics compared side by side: (name, words, where in a cell, a larger value is better)
+LADDER = (
+    ("model_accuracy", "top-1, test split", ("model_accuracy",), True),
+    ("kl_bayes_model", "KL(Bayes ‖ model), test split", ("kl_bayes_model",), False),
+    ("gap_closed", "gap closed from the best in-context predictor to Bayes", ("gap_closed",), True),
+    *(
+        (f"{name}_{split}", f"{words}, {SPLIT_WORDS[split]}", ("yardsticks", split, *where), better)
+        for split in SPLITS
+        for name, words, where, better in (
+            ("top1", "top-1", ("model_accuracy",), True),
+            ("kl_mixture", "KL(mixture Bayes ‖ model)", ("kl", "mixture"), False),
+            ("kl_prior", "KL(prior-level Bayes ‖ model)", ("kl", "prior"), False),
+        )
+    ),
+)
+
+
+def architecture_of(summary: dict) -> str:
+    """The model type a study trained (summaries written before it was kept: HMMRoFormer's)."""
+    return summary["model"].get("model_type") or HMM_ROFORMER
+
+
+def summarize_architectures(summaries: list[dict], sources: list[str]) -> dict:
+    """The side-by-side summary of studies that differ only in their architecture, at the depths
+    they share (`sources`: where each summary came from, named in errors). Studies of another
+    corpus or training, one architecture given twice, or no depth in common, are refused."""
+    if len(summaries) < 2:
+        raise ValueError("give two or more study folders: the architectures to compare")
+    seen: dict[str, str] = {}
+    for summary, source in zip(summaries, sources):
+        for section in SHARED_SETUP:
+            if summary[section] != summaries[0][section]:
+                raise ValueError(
+                    f"the {section} of {source} differs from {sources[0]}'s: architectures are compared "
+                    "on one corpus with one training"
+                )
+        architecture = architecture_of(summary)
+        if architecture in seen:
+            raise ValueError(f"{architecture} is in both {seen[architecture]} and {source}: give one of them")
+        seen[architecture] = source
+    depths = sorted(set.intersection(*({d["depth"] for d in s["depths"]} for s in summaries)))
+    if not depths:
+        raise ValueError(f"the studies {', '.join(sources)} share no depth: compare studies of one depth")
+    cells = [
+        {"architecture": architecture_of(summary), "model": summary["model"], **cell}
+        for summary in summaries
+        for cell in study_cells(summary)
+        if cell["depth"] in depths
+    ]
+    first = cells[0]
+    return {
+        "sources": list(sources),
+        "setup": {
+            "corpus": summaries[0]["corpus"],
+            "training": summaries[0]["training"],
+            "yardstick_rows": summaries[0]["study"]["yardstick_rows"],
+            "eval_rows": summaries[0]["study"]["eval_rows"],
+        },
+        "architectures": [architecture_of(s) for s in summaries],
+        "depths": depths,
+        "cells": cells,
+        "ladder": [
+            {
+                "key": key,
+                "words": words,
+                "better": "higher" if better else "lower",
+                "by_cell": ladder_row(cells, where),
+            }
+            for key, words, where, better in LADDER
+        ],
+        "claims": [
+            {key: v[key] for key in ("key", "figure", "claim", "statistic", "direction")}
+            for v in first["verdicts"]
+        ],
+        "differences": [differences(depth, [c for c in cells if c["depth"] == depth]) for depth in depths],
+    }
+
+
+def ladder_row(cells: list[dict], where: tuple[str, ...]) -> list[dict | None]:
+    """One statistic (an across-seeds mean and interval) of each cell, found by its `where` path."""
+    row = []
+    for cell in cells:
+        value = cell
+        for key in where:
+            value = value.get(key) if isinstance(value, dict) else None
+        row.append(value)
+    return row
+
+
+def apart(a: dict | None, b: dict | None) -> bool:
+    """Whether two across-seed intervals do not overlap (False where either has none)."""
+    if not a or not b or None in (a.get("ci_low"), b.get("ci_low")):
+        return False
+    return a["ci_high"] < b["ci_low"] or b["ci_high"] < a["ci_low"]
+
+
+def differences(depth: int, cells: list[dict]) -> dict:
+    """What differs between the architectures at one depth: the claims whose verdicts differ, and
+    the ladder's statistics whose across-seed intervals do not overlap between the first
+    architecture and each other (with both means)."""
+    base, others = cells[0], cells[1:]
+    verdicts = {
+        v["key"]: [c["verdicts"][index]["label"] for c in cells] for index, v in enumerate(base["verdicts"])
+    }
+    apart_rows = []
+    for key, words, where, better in LADDER:
+        (mine,) = ladder_row([base], where)
+        for other in others:
+            (theirs,) = ladder_row([other], where)
+            if apart(mine, theirs):
+                apart_rows.append(
+                    {
+                        "key": key,
+                        "words": words,
+                        "better": "higher" if better else "lower",
+                        "means": {base["architecture"]: mine["mean"], other["architecture"]: theirs["mean"]},
+                    }
+                )
+    return {
+        "depth": depth,
+        "verdicts": {key: labels for key, labels in verdicts.items() if len(set(labels)) > 1},
+        "num_claims": len(verdicts),
+        "apart": apart_rows,
+    }
