@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from modeling_hmmroformer.experiments.settings import get_settings, load_run_config
+from modeling_hmmroformer.experiments.settings import load_run_config
 from modeling_hmmroformer.experiments.training import prepare, train
 from probing.capture import untrained_twin
 
