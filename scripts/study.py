@@ -59,6 +59,13 @@ def main(argv: list[str] | None = None) -> int:
         "of the threads, e.g. 8 on a 16-core GPU box (default: %(default)s)",
     )
     parser.add_argument("--redo", help="redo this stage and every later one (a stage's name, e.g. lemma1)")
+    parser.add_argument(
+        "--reuse",
+        metavar="FOLDER",
+        help="copy the corpus, Lemma 1 and the yardsticks from this study folder, made with the same corpus "
+        "settings (checked), instead of computing them: e.g. --study architecture-llama --reuse "
+        "runs/diversity-32 (default: none)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args, overrides = parser.parse_known_args(argv)
     out = Path(args.out or f"runs/study-{args.study}")
@@ -76,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
             overrides=parse_overrides(overrides),
         )
         pipeline = make_pipeline(settings, out, kind="study", progress=not args.quiet, records=args.records)
-        state = run_pipeline(pipeline, redo=args.redo, jobs=args.jobs)
+        reuse = Path(args.reuse) if args.reuse else None
+        state = run_pipeline(pipeline, redo=args.redo, jobs=args.jobs, reuse=reuse)
     except (ValueError, RuntimeError, OSError) as error:
         return refuse(error)
     results = json.loads((out / layout.RESULTS_JSON).read_text())

@@ -344,12 +344,19 @@ def forget_stages(state: dict, stages: list[str], first: str) -> dict:
 
 
 def run_pipeline(
-    pipeline: Pipeline, *, redo: str | None = None, log: Callable[[str], None] = print, jobs: int = 1
+    pipeline: Pipeline,
+    *,
+    redo: str | None = None,
+    log: Callable[[str], None] = print,
+    jobs: int = 1,
+    reuse: Path | None = None,
 ) -> dict:
     """Run every stage the state does not mark complete, in order; returns the final state. With
     `jobs` > 1 (a study), the models' stages run in that many worker processes side by side, each
     model whole in one worker, after the shared stages (corpus, Lemma 1, yardsticks) and before the
-    report; each worker gets an equal share of this process's threads."""
+    report; each worker gets an equal share of this process's threads. With `reuse` (a study
+    folder of the same corpus settings), the shared stages it completed are copied from there
+    (`reuse_shared_stages`)."""
     check_jobs(pipeline, jobs)
     state = read_state(pipeline)
     recorded = [read_record(pipeline, m) for m in pipeline.models if pipeline.has_record(m)]
@@ -364,9 +371,13 @@ def run_pipeline(
     plan = stage_plan(pipeline, state)
     if not pipeline.progress:  # --quiet: transformers' own bars (loading weights) too
         transformers.utils.logging.disable_progress_bar()
+    if reuse is not None:
+        check_reuse(pipeline, reuse)
     pipeline.out.mkdir(parents=True, exist_ok=True)
     write_state(pipeline, state)
     withdraw_report(pipeline, state)
+    if reuse is not None:
+        reuse_shared_stages(pipeline, state, reuse, log)
     side_by_side = model_stage_names(pipeline) if jobs > 1 else set()
     with shared_predictions(pipeline.out / PREDICTIONS if jobs > 1 else None):
         for index, (stage, runner) in enumerate(plan.items(), start=1):
@@ -376,6 +387,72 @@ def run_pipeline(
                 continue
             run_stage(pipeline, state, stage, runner, f"[{index}/{len(plan)}] {stage}", log)
     return state
+
+
+SHARED_STAGES = {"corpus": layout.CORPUS, "lemma1": layout.LEMMA1, "yardsticks": layout.YARDSTICKS}
+# the settings that shape the shared stages: a folder made with the same ones can lend them
+SHARED_STAGE_SETTINGS = (
+    "run.corpus.",
+    "settings.overrides.corpus.",
+    "settings.corpus_table_rows",
+    "settings.memories",
+    "settings.memory_rows",
+    "settings.prior_particles",
+    "settings.yardstick_rows",
+)
+
+
+def shared_stage_settings(flat: dict[str, object]) -> dict[str, object]:
+    return {name: value for name, value in flat.items() if name.startswith(SHARED_STAGE_SETTINGS)}
+
+
+def check_reuse(p: Pipeline, source: Path) -> dict:
+    """The state of `source`, a study folder whose shared stages `p` can take: `ValueError` for a
+    folder that is not a study's, or whose corpus settings differ (naming them)."""
+    path = source / layout.state_file("study")
+    if not path.is_file():
+        raise ValueError(f"--reuse {source}: not a study folder (it has no {path.name}); nothing was copied")
+    theirs = json.loads(path.read_text())
+    if "settings" not in theirs:
+        raise ValueError(
+            f"--reuse {source}: its state keeps no settings (written by an older version): run its study "
+            "once with this version, then reuse it; nothing was copied"
+        )
+    there, here = shared_stage_settings(theirs["settings"]), shared_stage_settings(p.flat_settings())
+    if there != here:
+        raise ValueError(
+            f"--reuse {source}: its corpus, Lemma 1 and yardsticks were made with other settings "
+            f"({differing_settings(there, here)}); nothing was copied"
+        )
+    return theirs
+
+
+def reuse_shared_stages(p: Pipeline, state: dict, source: Path, log: Callable[[str], None]) -> None:
+    """Copy each shared stage (corpus, Lemma 1, yardsticks) that `source` completed and `p` has not,
+    and the exact memory-L predictions it shares with its workers: the same settings make the same
+    bytes, so another architecture or training on one corpus is placed on the same yardsticks."""
+    theirs = check_reuse(p, source)
+    for stage, name in SHARED_STAGES.items():
+        if stage in state["stages"] or stage not in theirs["stages"] or not (source / name).is_dir():
+            continue
+        started = time.perf_counter()
+        layout.build_folder(
+            p.out / name,
+            lambda staging, there=source / name: shutil.copytree(there, staging, dirs_exist_ok=True),
+        )
+        mark_complete(
+            p,
+            state,
+            stage,
+            {"seconds": time.perf_counter() - started, "completed": now(), "reused_from": str(source)},
+        )
+        log(f"{stage}: copied from {source / name}")
+    for path in sorted((source / PREDICTIONS).glob("bayes-memory-*.safetensors")):
+        (p.out / PREDICTIONS).mkdir(exist_ok=True)
+        if not (p.out / PREDICTIONS / path.name).exists():
+            layout.write_atomically(
+                p.out / PREDICTIONS / path.name, lambda target, there=path: shutil.copy(there, target)
+            )
 
 
 @contextlib.contextmanager

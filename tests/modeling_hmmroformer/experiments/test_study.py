@@ -20,9 +20,13 @@ from modeling_hmmroformer.experiments.claims import CLAIMS
 from modeling_hmmroformer.experiments.pipeline import (
     MODEL_STAGES,
     build_corpus,
+    check_reuse,
     make_pipeline,
+    read_state,
+    reuse_shared_stages,
     run_pipeline,
     stage_names,
+    write_state,
 )
 from modeling_hmmroformer.experiments.settings import PRESETS, Settings, fingerprint, get_settings
 from modeling_hmmroformer.experiments.training import prepare
@@ -174,6 +178,39 @@ def test_a_study_folder_from_before_grids_were_kept_still_resumes(quick_studied,
     with pytest.raises(ValueError, match="other settings"):
         (copy / "study_state.json").write_text(json.dumps({**old, "fingerprint": "0123456789abcdef"}))
         run_pipeline(study)
+
+
+def test_another_architecture_reuses_the_corpus_stages_of_a_study_of_the_same_corpus(quick_studied, tmp_path):
+    source, _ = quick_studied
+    settings = get_settings(
+        "quick", overrides={"model": {"model_type": "llama"}, "training": {"max_steps": 5}}
+    )
+    study = make_pipeline(settings, tmp_path / "llama", kind="study", progress=False)
+    state = read_state(study)
+    study.out.mkdir()
+    write_state(study, state)
+    logged = []
+    reuse_shared_stages(study, state, source, logged.append)
+    assert list(state["stages"]) == ["corpus", "lemma1", "yardsticks"]
+    assert all(entry["reused_from"] == str(source) for entry in state["stages"].values())
+    assert json.loads((study.out / "study_state.json").read_text())["stages"] == state["stages"]
+    for name in ("corpus/hmm_params.safetensors", "lemma1/lemma1.json", "yardsticks/yardsticks.safetensors"):
+        assert (study.out / name).read_bytes() == (source / name).read_bytes(), name
+    assert logged == [
+        f"{stage}: copied from {source / stage}" for stage in ("corpus", "lemma1", "yardsticks")
+    ]
+    reuse_shared_stages(study, state, source, logged.append)  # complete here: nothing copied again
+    assert len(logged) == 3
+    other = make_pipeline(
+        get_settings("quick", overrides={"corpus": {"seed": 1}}),
+        tmp_path / "other",
+        kind="study",
+        progress=False,
+    )
+    with pytest.raises(ValueError, match=r"other settings \(run.corpus.seed is 'unset' there, 1 here;"):
+        check_reuse(other, source)
+    with pytest.raises(ValueError, match="not a study folder"):
+        check_reuse(study, tmp_path)
 
 
 def test_a_study_killed_after_a_model_resumes_without_redoing_it(tmp_path, run_script):
