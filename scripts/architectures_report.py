@@ -1,7 +1,7 @@
 """HMMRoFormer against other architectures: one report from the studies' own reports.
 
-    python scripts/study.py --study architecture-llama --records results/architectures/llama/models
-    python scripts/architectures_report.py runs/diversity-32 runs/study-architecture-llama --out results/architectures
+    python scripts/study.py --study architecture-llama --reuse runs/diversity-32 --out runs/architecture-llama
+    python scripts/architectures_report.py runs/diversity-32 runs/architecture-llama --out results/architectures
 
 Each folder is a `scripts/study.py` folder whose report stage has run (its results.json); the
 studies share their corpus and training and differ in their architecture (`--study

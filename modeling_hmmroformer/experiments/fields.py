@@ -273,7 +273,9 @@ def fields_page() -> str:
         "# Run config fields\n\n"
         "Every field a run config's sections take, as `--section.field value` on the command line of\n"
         "`scripts/train.py`, `scripts/reproduce.py` and `scripts/study.py` (`--help` prints this list)\n"
-        "or as `field: value` in the section of a YAML file ([training](training.md)). Generated from\n"
-        "the installed transformers and this package by `modeling_hmmroformer.experiments.fields.fields_page`.\n\n"
+        "or as `field: value` in the section of a YAML file ([training](training.md)); `null` removes a\n"
+        "field the file sets, which then takes its default (`--model.norm_placement null`). Generated\n"
+        "from the installed transformers and this package by\n"
+        "`modeling_hmmroformer.experiments.fields.fields_page`.\n\n"
         f"```text\n{fields_reference()}```\n"
     )
