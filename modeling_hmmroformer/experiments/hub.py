@@ -18,11 +18,14 @@ from pathlib import Path
 
 from huggingface_hub import CommitOperationAdd, HfApi
 from huggingface_hub.utils import HFValidationError, validate_repo_id
+from transformers import AutoConfig
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
 from hmm_datasets.export import CONFIG_FILENAME, DATA_DIR, PARAMS_FILENAME, dataset_card_for_folder
 from model_cards import DATASET_CARD_MARKER, MODEL_CARD_MARKER
 from model_cards.render import render_model_card
 
+from .settings import HMM_ROFORMER
 from .summary import summarize_model_folder
 
 HUB = "https://huggingface.co"
@@ -115,18 +118,27 @@ def plan_model_upload(
 
 
 def check_model_folder(folder: Path) -> None:
-    """A folder `from_pretrained(..., trust_remote_code=True)` can load without the plugin."""
+    """A folder `from_pretrained` can load without the plugin: HMMRoFormer with its code
+    (`trust_remote_code=True`), or another transformers causal LM as it is."""
     config_path = folder / "config.json"
     if not config_path.is_file():
         raise ValueError(
             f"--model {folder} has no config.json: pass a model folder written by scripts/train.py."
         )
     config = json.loads(config_path.read_text())
-    if config.get("model_type") != "hmm_roformer":
+    if config.get("model_type") == HMM_ROFORMER:
+        check_remote_code(folder, config)
+    else:
+        check_causal_lm_type(folder, config.get("model_type"))
+    if not ((folder / "model.safetensors").is_file() or (folder / "model.safetensors.index.json").is_file()):
         raise ValueError(
-            f"--model {folder} holds a {config.get('model_type')!r} model, not an HMMRoFormer (model_type "
-            "'hmm_roformer'): this script publishes hmm-roformer checkpoints."
+            f"--model {folder} has no model.safetensors: the Hub copy carries safetensors weights only. "
+            "Save the model with save_pretrained (safe_serialization is the default)."
         )
+
+
+def check_remote_code(folder: Path, config: dict) -> None:
+    """An HMMRoFormer folder carries its code and the auto_map that points at it."""
     if "AutoModelForCausalLM" not in (config.get("auto_map") or {}):
         raise ValueError(
             f"--model {folder}: config.json has no auto_map, so the Hub copy would not load with "
@@ -137,10 +149,18 @@ def check_model_folder(folder: Path) -> None:
         raise ValueError(
             f"--model {folder} lacks the model code {missing}: save it again with save_pretrained, which copies it."
         )
-    if not ((folder / "model.safetensors").is_file() or (folder / "model.safetensors.index.json").is_file()):
+
+
+def check_causal_lm_type(folder: Path, model_type: str | None) -> None:
+    """Another architecture goes as it is when transformers has a causal LM of its type."""
+    try:
+        config = AutoConfig.for_model(model_type)
+    except ValueError:
+        config = None
+    if config is None or type(config) not in MODEL_FOR_CAUSAL_LM_MAPPING:
         raise ValueError(
-            f"--model {folder} has no model.safetensors: the Hub copy carries safetensors weights only. "
-            "Save the model with save_pretrained (safe_serialization is the default)."
+            f"--model {folder} holds a {model_type!r} model, which is neither an HMMRoFormer nor a causal LM "
+            "transformers knows: this script publishes causal LMs trained by scripts/train.py."
         )
 
 

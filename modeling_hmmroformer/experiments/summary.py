@@ -18,6 +18,7 @@ from math import prod
 from pathlib import Path
 
 import yaml
+from transformers import AutoConfig
 
 from probing.layerwise import curve
 from probing.plots import FIGURE7_PATTERN
@@ -172,10 +173,12 @@ def summarize_model_folder(folder: str | os.PathLike) -> dict:
     folder = Path(folder)
     if not (folder / "config.json").is_file():
         raise ValueError(f"{folder} has no config.json: pass a model folder written by scripts/train.py.")
-    config = json.loads((folder / "config.json").read_text())
+    config = AutoConfig.from_pretrained(
+        folder
+    )  # any architecture's names: GPT-2's n_layer is num_hidden_layers
     summary: dict = {
         "model": {
-            key: config.get(key)
+            key: getattr(config, key, None)
             for key in (
                 "model_type",
                 "num_hidden_layers",
@@ -203,9 +206,7 @@ def summarize_model_folder(folder: str | os.PathLike) -> dict:
     summary["probes"] = summarize_probe_results(raw["probes"]) if raw["probes"] else None
     summary["memory"] = summarize_memory(raw["lemma1"], raw["model_memory"])
     summary["beliefs"] = belief_table(raw["probes"])
-    summary["claims"] = model_claims(
-        raw["figure1"], raw["probes"], raw["knockout"], config["num_hidden_layers"]
-    )
+    summary["claims"] = model_claims(raw["figure1"], raw["probes"], raw["knockout"], config.num_hidden_layers)
     figure7 = folder.glob(f"{layout.PROBES}/{FIGURE7_PATTERN.format(row='*')}")
     summary["figure7"] = sorted(str(p.relative_to(folder)) for p in figure7)
     summary["figures"] = {

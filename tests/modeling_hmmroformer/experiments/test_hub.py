@@ -101,7 +101,14 @@ def drop_auto_map(folder: Path) -> None:
         (drop_auto_map, "no auto_map"),
         (lambda f: (f / "modeling_hmm_roformer.py").unlink(), "lacks the model code"),
         (lambda f: (f / "model.safetensors").rename(f / "pytorch_model.bin"), "no model.safetensors"),
-        (lambda f: (f / "config.json").write_text('{"model_type": "llama"}'), "not an HMMRoFormer"),
+        (
+            lambda f: (f / "config.json").write_text('{"model_type": "vit"}'),
+            "neither an HMMRoFormer nor a causal LM",
+        ),
+        (
+            lambda f: (f / "config.json").write_text('{"model_type": "nonsense"}'),
+            "neither an HMMRoFormer nor a",
+        ),
     ],
 )
 def test_a_model_folder_that_would_not_load_from_the_hub_is_refused(
@@ -133,3 +140,11 @@ def test_bad_arguments_are_one_error_line(reproduced_tiny, capsys, arguments, me
         arguments += ["--model", str(out / "model")]
     assert push_script().main([*arguments, "--dry-run"]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_card_of_another_architecture_loads_it_with_plain_transformers(gpt2_studied):
+    plan = plan_model_upload(gpt2_studied / "models" / "depth2-seed0" / "training", "me/gpt2-tiny")
+    card = ModelCard(next(p for p in plan.files if p.path_in_repo == "README.md").content.decode())
+    assert "A causal language model of transformers' `gpt2` architecture (" in card.text
+    assert 'model = AutoModelForCausalLM.from_pretrained("me/gpt2-tiny")\n' in card.text
+    assert "trust_remote_code" not in card.text and "import modeling_hmmroformer" not in card.text
