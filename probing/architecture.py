@@ -11,7 +11,9 @@ layout transformers' own models share:
                                                         as `position_embeddings`
     model.base_model.norm (GPT-2: ln_f)                 the final norm (none: post-norm)
 
-HMMRoFormer, Llama, Qwen2 and GPT-2 are tested. The hidden-state analyses (Figure 1, the probes,
+HMMRoFormer, Llama, Qwen2, GPT-2 and GPT-NeoX are tested. An architecture that keeps its parts
+under other names declares where, once, before the analyses run (`declare_layout`: OPT keeps its
+layers and final norm one level down, in `decoder`). The hidden-state analyses (Figure 1, the probes,
 the belief probes) need only `output_hidden_states`; the shuffle test's position-only part and
 the rotary knock-out need positions to enter through a rotary embedding of the queries and
 keys alone (or not at all), and refuse a model whose positions are added to the residual
@@ -20,12 +22,52 @@ stream (GPT-2's learned positions) in one line.
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
+
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
 HMM_ROFORMER = "hmm_roformer"
 LAYER_LISTS = ("layers", "h")  # where a base model keeps its decoder layers
 ATTENTIONS = ("self_attn", "attn", "self_attention", "attention")  # where a decoder layer keeps its attention
 FINAL_NORMS = ("norm", "ln_f", "final_layernorm", "final_layer_norm")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a model type keeps its parts, as dotted attribute paths: `layers` and `final_norm`
+    from the base model, `attention` from a decoder layer; None: looked for under the usual names."""
+
+    layers: str | None = None
+    attention: str | None = None
+    final_norm: str | None = None
+
+
+DECLARED_LAYOUTS: dict[str, Layout] = {}  # model type -> its declared layout
+
+
+def declare_layout(
+    model_type: str, *, layers: str | None = None, attention: str | None = None, final_norm: str | None = None
+) -> None:
+    """Declare where a `model_type` model keeps the parts the analyses read, for an architecture
+    outside transformers' usual names, e.g. OPT:
+    `declare_layout("opt", layers="decoder.layers", final_norm="decoder.final_layer_norm")`."""
+    DECLARED_LAYOUTS[model_type] = Layout(layers, attention, final_norm)
+
+
+def declared_part(root, path: str, what: str, model_type: str):
+    """The module at the dotted `path` below `root`; `ValueError` naming the declaration when a
+    name on the way is missing."""
+    try:
+        return functools.reduce(getattr, path.split("."), root)
+    except AttributeError:
+        raise ValueError(
+            f"the {what} declared for {model_type!r} models ({path!r}, declare_layout) is not in this "
+            f"{type(root).__name__}: declare the path where it lies"
+        ) from None
+
+
+HOW_TO_DECLARE = "declare where it lies: probing.architecture.declare_layout({model_type!r}, {field}='...')"
 
 
 def check_causal_lm(model_or_config) -> None:
@@ -49,30 +91,42 @@ def check_causal_lm(model_or_config) -> None:
 def decoder_layers(model) -> list:
     """The decoder layers of `model`, first to last."""
     check_causal_lm(model)
+    model_type = model.config.model_type
+    declared = DECLARED_LAYOUTS.get(model_type, Layout()).layers
+    if declared is not None:
+        return list(declared_part(model.base_model, declared, "decoder layers", model_type))
     for name in LAYER_LISTS:
         layers = getattr(model.base_model, name, None)
         if layers is not None:
             return list(layers)
     raise ValueError(
-        f"cannot find the decoder layers of this {model.config.model_type!r} model: its base model has none of "
-        f"{', '.join(LAYER_LISTS)}."
+        f"cannot find the decoder layers of this {model_type!r} model: its base model has none of "
+        f"{', '.join(LAYER_LISTS)}; " + HOW_TO_DECLARE.format(model_type=model_type, field="layers")
     )
 
 
-def attention_of(layer):
-    """The attention module of a decoder layer."""
+def attention_of(layer, model_type: str | None = None):
+    """The attention module of a decoder layer (of a `model_type` model: its declared name first)."""
+    declared = DECLARED_LAYOUTS.get(model_type, Layout()).attention
+    if declared is not None:
+        return declared_part(layer, declared, "attention", model_type)
     for name in ATTENTIONS:
         attention = getattr(layer, name, None)
         if attention is not None:
             return attention
     raise ValueError(
-        f"cannot find the attention of {type(layer).__name__}: it has none of {', '.join(ATTENTIONS)}."
+        f"cannot find the attention of {type(layer).__name__}: it has none of {', '.join(ATTENTIONS)}; "
+        + HOW_TO_DECLARE.format(model_type=model_type, field="attention")
     )
 
 
 def final_norm(model):
     """The norm after the last layer (pre-norm models), None where there is none (post-norm)."""
     check_causal_lm(model)
+    model_type = model.config.model_type
+    declared = DECLARED_LAYOUTS.get(model_type, Layout()).final_norm
+    if declared is not None:
+        return declared_part(model.base_model, declared, "final norm", model_type)
     for name in FINAL_NORMS:
         if hasattr(model.base_model, name):
             return getattr(model.base_model, name)  # None: HMMRoFormer's post-norm
@@ -104,7 +158,7 @@ def shuffle_unavailable(model) -> str | None:
     reason = positions_outside_attention(model)
     if reason is not None:
         return reason
-    attention = attention_of(decoder_layers(model)[0])
+    attention = attention_of(decoder_layers(model)[0], model.config.model_type)
     if hasattr(attention, "qkv_proj") or (hasattr(attention, "q_proj") and hasattr(attention, "k_proj")):
         return None
     return (

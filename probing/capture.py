@@ -259,7 +259,7 @@ def pre_rotary_queries_and_keys(model) -> Iterator[list]:
     handles = []
     try:  # a layer whose projections cannot be found leaves no hook of the layers before it
         for index, layer in enumerate(layers):
-            attention = attention_of(layer)
+            attention = attention_of(layer, model.config.model_type)
             handles += _projection_hooks(
                 attention, lambda pair, index=index: captured.__setitem__(index, pair)
             )

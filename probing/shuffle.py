@@ -150,7 +150,7 @@ def attention_geometry(model, length: int) -> AttentionGeometry:
     """The `AttentionGeometry` of a causal LM for positions `0..length-1` (float32, on the
     model's device): its attention scaling, and its rotary embedding's cos/sin, if it has one."""
     check_shuffle_available(model)
-    attention = attention_of(decoder_layers(model)[0])
+    attention = attention_of(decoder_layers(model)[0], model.config.model_type)
     rotary = rotary_embedding(model)
     if rotary is None:
         return AttentionGeometry(float(attention.scaling))

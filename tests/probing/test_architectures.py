@@ -8,7 +8,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, set_seed
 
 from hmm_datasets.corpus import open_corpus
-from probing.architecture import check_causal_lm, final_norm
+from probing.architecture import DECLARED_LAYOUTS, Layout, check_causal_lm, decoder_layers, final_norm
 from probing.capture import capture_hidden_states, pre_rotary_queries_and_keys, untrained_twin
 from probing.knockout import knocked_out_logits, rotary_knocked_out, rotary_knockout, scored_test_positions
 from probing.plots import write_probe_results
@@ -131,6 +131,37 @@ def test_the_final_norm_is_found_and_read_before(model_type, tiny_corpus):
     )
     with torch.no_grad():  # the last hidden state is the final norm of the entry before it
         torch.testing.assert_close(norm(states[-1]), states[-2], rtol=1e-5, atol=1e-5)
+
+
+def tiny_opt():
+    """A tiny untrained OPT: its layers and final norm lie one level down, in `decoder`."""
+    config = AutoConfig.for_model(
+        "opt", vocab_size=7, hidden_size=32, word_embed_proj_dim=32, num_hidden_layers=2, ffn_dim=64,
+        num_attention_heads=2, max_position_embeddings=64, bos_token_id=None, eos_token_id=None, pad_token_id=None,
+    )  # fmt: skip
+    set_seed(0)
+    return AutoModelForCausalLM.from_config(config).eval()
+
+
+def test_an_architecture_with_other_names_declares_where_its_parts_lie(tiny_corpus, monkeypatch):
+    model = tiny_opt()
+    with pytest.raises(ValueError, match=r"declare_layout\('opt', layers='...'\)"):
+        decoder_layers(model)
+    assert final_norm(model) is None  # not found: it would be read as post-norm
+    layout = Layout(layers="decoder.layers", final_norm="decoder.final_layer_norm")
+    monkeypatch.setitem(DECLARED_LAYOUTS, "opt", layout)
+    assert decoder_layers(model) == list(model.model.decoder.layers)
+    norm = final_norm(model)
+    assert norm is model.model.decoder.final_layer_norm
+    ids = np.stack(tiny_corpus.split("test")["input_ids"][:2])
+    states = capture_hidden_states(
+        model, ids, np.tile(np.arange(5), (2, 1)), dtype="float32", progress=False, before_final_norm=True
+    )
+    with torch.no_grad():  # the declared norm is the one the last hidden state went through
+        torch.testing.assert_close(norm(states[-1]), states[-2], rtol=1e-5, atol=1e-5)
+    monkeypatch.setitem(DECLARED_LAYOUTS, "opt", Layout(layers="decoder.blocks"))
+    with pytest.raises(ValueError, match=r"the decoder layers declared for 'opt' models \('decoder.blocks'"):
+        decoder_layers(model)
 
 
 def test_the_twin_is_the_initialisation_of_its_seed():
