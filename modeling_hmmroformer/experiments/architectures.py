@@ -8,8 +8,7 @@ Plain data in, plain data out: `scripts/architectures_report.py` reads the folde
 
 from __future__ import annotations
 
-from .diversity import SPLITS, study_cells
-from .settings import HMM_ROFORMER
+from .diversity import SPLITS, setup_of, study_cells
 
 ARCHITECTURES_TITLE = "# HMMRoFormer against other architectures"  # the report's first line starts so
 SHARED_SETUP = ("corpus", "training")  # what the compared studies must share
@@ -33,7 +32,7 @@ LADDER = (
 
 def architecture_of(summary: dict) -> str:
     """The model type a study trained (summaries written before it was kept: HMMRoFormer's)."""
-    return summary["model"].get("model_type") or HMM_ROFORMER
+    return setup_of(summary, "model")["model_type"]
 
 
 def summarize_architectures(summaries: list[dict], sources: list[str]) -> dict:
@@ -58,7 +57,7 @@ def summarize_architectures(summaries: list[dict], sources: list[str]) -> dict:
     if not depths:
         raise ValueError(f"the studies {', '.join(sources)} share no depth: compare studies of one depth")
     cells = [
-        {"architecture": architecture_of(summary), "model": summary["model"], **cell}
+        {"architecture": architecture_of(summary), "model": setup_of(summary, "model"), **cell}
         for summary in summaries
         for cell in study_cells(summary)
         if cell["depth"] in depths

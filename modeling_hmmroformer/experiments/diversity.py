@@ -9,7 +9,7 @@ Plain data in, plain data out: `scripts/diversity_report.py` reads the folders a
 
 from __future__ import annotations
 
-from .settings import PRESETS
+from .settings import HMM_ROFORMER, PRESETS
 
 DIVERSITY_TITLE = "# Retrieval or inference?"  # the report's first line starts so
 SPLITS = ("test", "test_unseen")  # seen tasks, unseen tasks
@@ -97,6 +97,14 @@ def half_width(stat: dict) -> float | None:
 SHARED_SETUP = ("model", "training")  # what every cell must share to be compared across K
 
 
+def setup_of(summary: dict, section: str) -> dict:
+    """A section of a study's summary as compared across studies: the model's with its type
+    (HMMRoFormer's where a summary written before the type was kept has none)."""
+    if section == "model":
+        return {**summary["model"], "model_type": summary["model"].get("model_type") or HMM_ROFORMER}
+    return summary[section]
+
+
 def summarize_diversity(summaries: list[dict], sources: list[str]) -> dict:
     """The cross-K summary of the studies' summaries (`sources`: where each came from, named in
     errors). A cell given twice, a study that is not a diversity study, or studies whose models
@@ -109,10 +117,10 @@ def summarize_diversity(summaries: list[dict], sources: list[str]) -> dict:
         if not name.startswith("diversity-"):
             raise ValueError(f"{source} is a study of {name!r}, not a diversity study (diversity-32, ...)")
         for section in SHARED_SETUP:
-            if summary[section] != summaries[0][section]:
+            if setup_of(summary, section) != setup_of(summaries[0], section):
                 raise ValueError(
-                    f"the {section} of {source} ({summary[section]}) differs from {sources[0]}'s "
-                    f"({summaries[0][section]}): cells of one report share their models and training"
+                    f"the {section} of {source} ({setup_of(summary, section)}) differs from {sources[0]}'s "
+                    f"({setup_of(summaries[0], section)}): cells of one report share their models and training"
                 )
         for cell in study_cells(summary):
             key = (cell["study"], cell["depth"])
@@ -131,7 +139,7 @@ def summarize_diversity(summaries: list[dict], sources: list[str]) -> dict:
         "sources": list(sources),
         "setup": {
             "corpus": summaries[0]["corpus"],
-            **{section: summaries[0][section] for section in SHARED_SETUP},
+            **{section: setup_of(summaries[0], section) for section in SHARED_SETUP},
             "yardstick_rows": summaries[0]["study"]["yardstick_rows"],
             "eval_rows": summaries[0]["study"]["eval_rows"],
         },

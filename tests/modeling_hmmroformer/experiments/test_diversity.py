@@ -67,6 +67,14 @@ def test_a_cell_given_twice_another_study_or_another_training_is_refused(quick_s
     longer["training"]["max_steps"] += 1
     with pytest.raises(ValueError, match="the training of b"):
         summarize_diversity([study, longer], ["a", "b"])
+    llama = copy.deepcopy(as_diversity_study(quick_summary, "diversity-512", 512))
+    llama["model"]["model_type"] = "llama"
+    with pytest.raises(ValueError, match="the model of b"):
+        summarize_diversity([study, llama], ["a", "b"])
+    # a summary written before the model type was kept is HMMRoFormer's
+    older = copy.deepcopy(as_diversity_study(quick_summary, "diversity-512", 512))
+    del older["model"]["model_type"]
+    assert summarize_diversity([study, older], ["a", "b"])["setup"]["model"]["model_type"] == "hmm_roformer"
 
 
 def test_a_cells_learner_is_the_one_most_of_its_seeds_are_nearest():
