@@ -340,6 +340,6 @@ def plot_architectures(summary: dict, folder: Path) -> dict[str, str]:
     for ax in list(axes.flat)[len(claims) :]:
         ax.axis("off")
     handles = {label: handle for ax in axes.flat for handle, label in zip(*ax.get_legend_handles_labels())}
-    fig.legend(handles.values(), handles.keys(), loc="lower right", fontsize=7)
+    axes.flat[0].legend(handles.values(), handles.keys(), fontsize=6)
     save_figure(fig, folder / ARCHITECTURES_FIGURE)
     return {"claims": ARCHITECTURES_FIGURE}
