@@ -67,6 +67,17 @@ def refuse(error: BaseException | str) -> int:
     return 2
 
 
+def write_report(write: Callable[[], object], studies: int) -> int:
+    """`write()` (a report from `studies` study folders; it returns the report's path), then where
+    it went; bad input refused in one line (`refuse`)."""
+    try:
+        report = write()
+    except (ValueError, OSError) as error:
+        return refuse(error)
+    print(f"{report} written from {studies} studies.")
+    return 0
+
+
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """The description as written (the scripts' docstrings), and every option's default after
     its help where it has one (not None or False) and the help does not already say it; lines

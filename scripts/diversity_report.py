@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from hmm_roformer_cli import Parser, refuse  # the standard library only
+from hmm_roformer_cli import Parser, write_report  # the standard library only
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,12 +31,10 @@ def main(argv: list[str] | None = None) -> int:
     # after parsing: --help imports nothing heavy
     from modeling_hmmroformer.experiments.pipeline import write_diversity_report
 
-    try:
-        report = write_diversity_report([Path(s) for s in args.studies], Path(args.out), args.readme)
-    except (ValueError, OSError) as error:
-        return refuse(error)
-    print(f"{report} written from {len(args.studies)} studies.")
-    return 0
+    return write_report(
+        lambda: write_diversity_report([Path(s) for s in args.studies], Path(args.out), args.readme),
+        len(args.studies),
+    )
 
 
 if __name__ == "__main__":
