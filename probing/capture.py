@@ -18,6 +18,7 @@ import torch
 from safetensors import SafetensorError
 from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoModelForCausalLM, set_seed
+from transformers.utils import CONFIG_NAME
 
 from .architecture import HMM_ROFORMER, attention_of, check_causal_lm, decoder_layers, final_norm
 from .recording import check_recorded, recording_attention, repeat_heads
@@ -46,7 +47,7 @@ def checkpoint_folder(model: str) -> Path | None:
     from hmm_datasets.export import looks_local, no_such_folder
 
     folder = Path(model).expanduser()
-    if (folder / "config.json").is_file():
+    if (folder / CONFIG_NAME).is_file():
         return folder
     if looks_local(model):
         raise ValueError(

@@ -23,6 +23,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+# transformers' own names for a checkpoint's files (the library writes them; we only read them)
+from transformers.utils import CONFIG_NAME as MODEL_CONFIG_JSON  # noqa: F401
+from transformers.utils import SAFE_WEIGHTS_INDEX_NAME as WEIGHTS_INDEX  # noqa: F401
+from transformers.utils import SAFE_WEIGHTS_NAME as WEIGHTS  # noqa: F401
+
 # Named where they are written, imported from here by the experiment: the corpus folder's files,
 # the probes' files, and the one atomic writer (for files and folders alike).
 from hmm_datasets.export import CONFIG_FILENAME as CORPUS_CONFIG_JSON  # noqa: F401

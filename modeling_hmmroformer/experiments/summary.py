@@ -171,7 +171,7 @@ def safetensors_parameter_count(path: str | os.PathLike) -> int:
 def summarize_model_folder(folder: str | os.PathLike) -> dict:
     """Everything the card and the report show, from the files of a model folder (module docstring)."""
     folder = Path(folder)
-    if not (folder / "config.json").is_file():
+    if not (folder / layout.MODEL_CONFIG_JSON).is_file():
         raise ValueError(f"{folder} has no config.json: pass a model folder written by scripts/train.py.")
     config = AutoConfig.from_pretrained(
         folder
@@ -190,8 +190,8 @@ def summarize_model_folder(folder: str | os.PathLike) -> dict:
             )
         }
     }
-    if (folder / "model.safetensors").is_file():
-        summary["model"]["num_parameters"] = safetensors_parameter_count(folder / "model.safetensors")
+    if (folder / layout.WEIGHTS).is_file():
+        summary["model"]["num_parameters"] = safetensors_parameter_count(folder / layout.WEIGHTS)
     optional = {
         "corpus": layout.CORPUS_CONFIG_JSON,
         "training": layout.TRAIN_RESULTS_JSON,

@@ -30,6 +30,7 @@ from transformers import (
     TrainingArguments,
     set_seed,
 )
+from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_callback import ExportableState
 from transformers.utils import logging
 
@@ -277,7 +278,7 @@ def write_run_files(folder: Path, run: RunConfig, corpus_config: HMMMixtureConfi
 
 # ---- checkpoints ------------------------------------------------------------------------------
 def is_complete_checkpoint(folder: Path) -> bool:
-    names = ("config.json", "model.safetensors", "trainer_state.json", layout.RUN_CONFIG_YAML)
+    names = (layout.MODEL_CONFIG_JSON, layout.WEIGHTS, TRAINER_STATE_NAME, layout.RUN_CONFIG_YAML)
     return all((folder / name).exists() for name in names)
 
 
@@ -297,7 +298,7 @@ def checkpoint_damage(folder: Path) -> str | None:
     short by a full disk or a copy stopped half-way), or None: safetensors' header must cover
     the file, and optimizer.pt must end as the zip archive torch saves."""
     try:
-        with safe_open(str(folder / "model.safetensors"), framework="pt"):
+        with safe_open(str(folder / layout.WEIGHTS), framework="pt"):
             pass
     except (SafetensorError, OSError) as error:
         return f"its model.safetensors cannot be read ({' '.join(str(error).split())})"
@@ -420,7 +421,7 @@ def finished_run_metrics(run: RunConfig) -> dict | None:
     results = run.output_dir / layout.TRAIN_RESULTS_JSON
     if not results.is_file():
         return None
-    state = json.loads((resume_checkpoint(run.output_dir) / "trainer_state.json").read_text())
+    state = json.loads((resume_checkpoint(run.output_dir) / TRAINER_STATE_NAME).read_text())
     max_steps = int(run.training.get("max_steps", -1))
     if state["global_step"] < (max_steps if max_steps > 0 else state["max_steps"]):
         return None
