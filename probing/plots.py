@@ -9,6 +9,7 @@ import numpy as np
 
 from hmm_datasets import SampleLayout
 
+from .belief import BELIEF_GROUPS
 from .figures import pyplot, save_figure
 from .layerwise import BEFORE_NORM_METRIC, CEILINGS, curve, find
 
@@ -100,7 +101,7 @@ def plot_figure3a(results: dict, path: Path) -> Path:
             baseline["value"], color=color, ls="-.", lw=0.8, alpha=0.6, label=f"{names[target]}: token only"
         )
     _label_probe_axes(left, results["layers"], "Figure 3(a): linear probes for hidden state and task", 7)
-    for color, group in zip(("C2", "C3", "C4", "C5"), ("demo1", "demo2", "later", "test")):
+    for color, group in zip(("C2", "C3", "C4", "C5"), BELIEF_GROUPS):
         for target, line in (("hidden_state", "-"), ("task", "--")):
             c = curve(records, target, "headroom_fraction", positions=group)
             if c["layer"].size:

@@ -23,7 +23,6 @@ import numpy as np
 
 from .verdicts import NA, NOT_TESTABLE, across_seeds, cross_fitted_fall, decide_cell, gain_lead, slope
 
-DECIDING_POSITIONS = "demo1"  # Figure 3(a): the first demonstration, where the task is still uncertain
 TESTABLE_MARGIN = 0.02  # a previous-token distance is testable when its peak beats the twin's by this
 NETWORKS = ("trained", "twin", "tokens")
 

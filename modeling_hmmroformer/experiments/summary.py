@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 from transformers import AutoConfig
 
-from probing.layerwise import curve
+from probing.layerwise import DECIDING_POSITIONS, curve
 from probing.plots import FIGURE7_PATTERN
 from probing.run import summarize_probe_results
 
@@ -107,11 +107,11 @@ def summarize_ladder(ladder: dict, model: str = "model") -> dict:
 
 
 BELIEF_ROWS = (  # (belief, segment, metric) rows of the card's belief-probe table
-    ("task_posterior", "demo1", "r2"),
-    ("task_posterior", "demo1", "log_r2"),
+    ("task_posterior", DECIDING_POSITIONS, "r2"),
+    ("task_posterior", DECIDING_POSITIONS, "log_r2"),
     ("task_posterior", "test", "r2"),
-    ("state_filter", "demo1", "r2"),
-    ("state_filter_per_task", "demo1", "log_r2"),
+    ("state_filter", DECIDING_POSITIONS, "r2"),
+    ("state_filter_per_task", DECIDING_POSITIONS, "log_r2"),
     ("state_filter", "test", "r2"),
     ("joint_posterior", "test", "r2"),
 )
