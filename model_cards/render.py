@@ -247,7 +247,7 @@ def render_diversity_report(summary: dict, figures: dict[str, str]) -> str:
     )
 
 
-def render_architectures_report(summary: dict, figures: dict[str, str], machine: dict) -> str:
+def render_architectures_report(summary: dict, figures: dict[str, str]) -> str:
     """`REPORT.md` of the architecture comparison (built by
     `modeling_hmmroformer.experiments.architectures.summarize_architectures`)."""
     template = study_environment().from_string(ARCHITECTURES_REPORT_TEMPLATE.read_text())
@@ -256,7 +256,7 @@ def render_architectures_report(summary: dict, figures: dict[str, str], machine:
         **summary["setup"],
         sources=summary["sources"],
         figures=figures,
-        machine=machine,
+        machine=summary["machine"],
         cell_names=[f"{c['architecture']}, {c['depth']} layers" for c in summary["cells"]],
         difference_words=lambda d: difference_words(d, summary),
     )

@@ -13,18 +13,18 @@ from .diversity import SPLITS, setup_of, study_cells
 ARCHITECTURES_TITLE = "# HMMRoFormer against other architectures"  # the report's first line starts so
 SHARED_SETUP = ("corpus", "training")  # what the compared studies must share
 SPLIT_WORDS = {"test": "seen tasks", "test_unseen": "unseen tasks"}
-# the statistics compared side by side: (name, words, where in a cell, a larger value is better)
+# the statistics compared side by side: (name, words, where in a cell, which way is better)
 LADDER = (
-    ("model_accuracy", "top-1, test split", ("model_accuracy",), True),
-    ("kl_bayes_model", "KL(Bayes ‖ model), test split", ("kl_bayes_model",), False),
-    ("gap_closed", "gap closed from the best in-context predictor to Bayes", ("gap_closed",), True),
+    ("model_accuracy", "top-1, test split", ("model_accuracy",), "higher"),
+    ("kl_bayes_model", "KL(Bayes ‖ model), test split", ("kl_bayes_model",), "lower"),
+    ("gap_closed", "gap closed from the best in-context predictor to Bayes", ("gap_closed",), "higher"),
     *(
         (f"{name}_{split}", f"{words}, {SPLIT_WORDS[split]}", ("yardsticks", split, *where), better)
         for split in SPLITS
         for name, words, where, better in (
-            ("top1", "top-1", ("model_accuracy",), True),
-            ("kl_mixture", "KL(mixture Bayes ‖ model)", ("kl", "mixture"), False),
-            ("kl_prior", "KL(prior-level Bayes ‖ model)", ("kl", "prior"), False),
+            ("top1", "top-1", ("model_accuracy",), "higher"),
+            ("kl_mixture", "KL(mixture Bayes ‖ model)", ("kl", "mixture"), "lower"),
+            ("kl_prior", "KL(prior-level Bayes ‖ model)", ("kl", "prior"), "lower"),
         )
     ),
 )
@@ -75,12 +75,7 @@ def summarize_architectures(summaries: list[dict], sources: list[str]) -> dict:
         "depths": depths,
         "cells": cells,
         "ladder": [
-            {
-                "key": key,
-                "words": words,
-                "better": "higher" if better else "lower",
-                "by_cell": ladder_row(cells, where),
-            }
+            {"key": key, "words": words, "better": better, "by_cell": [statistic_at(c, where) for c in cells]}
             for key, words, where, better in LADDER
         ],
         "claims": [
@@ -91,15 +86,12 @@ def summarize_architectures(summaries: list[dict], sources: list[str]) -> dict:
     }
 
 
-def ladder_row(cells: list[dict], where: tuple[str, ...]) -> list[dict | None]:
-    """One statistic (an across-seeds mean and interval) of each cell, found by its `where` path."""
-    row = []
-    for cell in cells:
-        value = cell
-        for key in where:
-            value = value.get(key) if isinstance(value, dict) else None
-        row.append(value)
-    return row
+def statistic_at(cell: dict, where: tuple[str, ...]) -> dict | None:
+    """A cell's statistic (an across-seeds mean and interval) at its `where` path, None if absent."""
+    value = cell
+    for key in where:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
 
 
 def apart(a: dict | None, b: dict | None) -> bool:
@@ -119,18 +111,12 @@ def differences(depth: int, cells: list[dict]) -> dict:
     }
     apart_rows = []
     for key, words, where, better in LADDER:
-        (mine,) = ladder_row([base], where)
+        mine = statistic_at(base, where)
         for other in others:
-            (theirs,) = ladder_row([other], where)
+            theirs = statistic_at(other, where)
             if apart(mine, theirs):
-                apart_rows.append(
-                    {
-                        "key": key,
-                        "words": words,
-                        "better": "higher" if better else "lower",
-                        "means": {base["architecture"]: mine["mean"], other["architecture"]: theirs["mean"]},
-                    }
-                )
+                means = {base["architecture"]: mine["mean"], other["architecture"]: theirs["mean"]}
+                apart_rows.append({"key": key, "words": words, "better": better, "means": means})
     return {
         "depth": depth,
         "verdicts": {key: labels for key, labels in verdicts.items() if len(set(labels)) > 1},

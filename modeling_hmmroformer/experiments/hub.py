@@ -19,11 +19,11 @@ from pathlib import Path
 from huggingface_hub import CommitOperationAdd, HfApi
 from huggingface_hub.utils import HFValidationError, validate_repo_id
 from transformers import AutoConfig
-from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
 from hmm_datasets.export import CONFIG_FILENAME, DATA_DIR, PARAMS_FILENAME, dataset_card_for_folder
 from model_cards import DATASET_CARD_MARKER, MODEL_CARD_MARKER
 from model_cards.render import render_model_card
+from probing.architecture import check_causal_lm
 
 from . import layout
 from .settings import HMM_ROFORMER
@@ -155,14 +155,12 @@ def check_remote_code(folder: Path, config: dict) -> None:
 def check_causal_lm_type(folder: Path, model_type: str | None) -> None:
     """Another architecture goes as it is when transformers has a causal LM of its type."""
     try:
-        config = AutoConfig.for_model(model_type)
+        check_causal_lm(AutoConfig.for_model(model_type))
     except ValueError:
-        config = None
-    if config is None or type(config) not in MODEL_FOR_CAUSAL_LM_MAPPING:
         raise ValueError(
             f"--model {folder} holds a {model_type!r} model, which is neither an HMMRoFormer nor a causal LM "
             "transformers knows: this script publishes causal LMs trained by scripts/train.py."
-        )
+        ) from None
 
 
 def plan_dataset_upload(folder: str | os.PathLike, repo_id: str, *, private: bool = False) -> UploadPlan:

@@ -371,13 +371,12 @@ def run_pipeline(
     plan = stage_plan(pipeline, state)
     if not pipeline.progress:  # --quiet: transformers' own bars (loading weights) too
         transformers.utils.logging.disable_progress_bar()
-    if reuse is not None:
-        check_reuse(pipeline, reuse)
+    lender = check_reuse(pipeline, reuse) if reuse is not None else None
     pipeline.out.mkdir(parents=True, exist_ok=True)
     write_state(pipeline, state)
     withdraw_report(pipeline, state)
     if reuse is not None:
-        reuse_shared_stages(pipeline, state, reuse, log)
+        reuse_shared_stages(pipeline, state, reuse, lender, log)
     side_by_side = model_stage_names(pipeline) if jobs > 1 else set()
     with shared_predictions(pipeline.out / PREDICTIONS if jobs > 1 else None):
         for index, (stage, runner) in enumerate(plan.items(), start=1):
@@ -427,11 +426,13 @@ def check_reuse(p: Pipeline, source: Path) -> dict:
     return theirs
 
 
-def reuse_shared_stages(p: Pipeline, state: dict, source: Path, log: Callable[[str], None]) -> None:
-    """Copy each shared stage (corpus, Lemma 1, yardsticks) that `source` completed and `p` has not,
-    and the exact memory-L predictions it shares with its workers: the same settings make the same
-    bytes, so another architecture or training on one corpus is placed on the same yardsticks."""
-    theirs = check_reuse(p, source)
+def reuse_shared_stages(
+    p: Pipeline, state: dict, source: Path, theirs: dict, log: Callable[[str], None]
+) -> None:
+    """Copy each shared stage (corpus, Lemma 1, yardsticks) that `source` completed (`theirs`: its
+    state, as `check_reuse` returned it) and `p` has not, and the exact memory-L predictions it
+    shares with its workers: the same settings make the same bytes, so another architecture or
+    training on one corpus is placed on the same yardsticks."""
     for stage, name in SHARED_STAGES.items():
         if stage in state["stages"] or stage not in theirs["stages"] or not (source / name).is_dir():
             continue
@@ -867,9 +868,7 @@ def write_architectures_report(studies: list[Path], out: Path) -> Path:
     figures = write_report_figures(out, lambda staging: plot_architectures(summary, staging))
     summary["figures"], summary["machine"] = figures, machine_description()
     layout.write_text(out / layout.RESULTS_JSON, json.dumps(summary, indent=1) + "\n")
-    layout.write_text(
-        out / layout.REPORT_MD, render_architectures_report(summary, figures, summary["machine"])
-    )
+    layout.write_text(out / layout.REPORT_MD, render_architectures_report(summary, figures))
     return out / layout.REPORT_MD
 
 

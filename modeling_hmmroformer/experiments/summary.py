@@ -173,9 +173,8 @@ def summarize_model_folder(folder: str | os.PathLike) -> dict:
     folder = Path(folder)
     if not (folder / layout.MODEL_CONFIG_JSON).is_file():
         raise ValueError(f"{folder} has no config.json: pass a model folder written by scripts/train.py.")
-    config = AutoConfig.from_pretrained(
-        folder
-    )  # any architecture's names: GPT-2's n_layer is num_hidden_layers
+    # through AutoConfig: any architecture's names (GPT-2's n_layer is its num_hidden_layers)
+    config = AutoConfig.from_pretrained(folder)
     summary: dict = {
         "model": {
             key: getattr(config, key, None)

@@ -190,7 +190,7 @@ def test_another_architecture_reuses_the_corpus_stages_of_a_study_of_the_same_co
     study.out.mkdir()
     write_state(study, state)
     logged = []
-    reuse_shared_stages(study, state, source, logged.append)
+    reuse_shared_stages(study, state, source, check_reuse(study, source), logged.append)
     assert list(state["stages"]) == ["corpus", "lemma1", "yardsticks"]
     assert all(entry["reused_from"] == str(source) for entry in state["stages"].values())
     assert json.loads((study.out / "study_state.json").read_text())["stages"] == state["stages"]
@@ -199,7 +199,9 @@ def test_another_architecture_reuses_the_corpus_stages_of_a_study_of_the_same_co
     assert logged == [
         f"{stage}: copied from {source / stage}" for stage in ("corpus", "lemma1", "yardsticks")
     ]
-    reuse_shared_stages(study, state, source, logged.append)  # complete here: nothing copied again
+    reuse_shared_stages(
+        study, state, source, check_reuse(study, source), logged.append
+    )  # complete here: nothing copied again
     assert len(logged) == 3
     other = make_pipeline(
         get_settings("quick", overrides={"corpus": {"seed": 1}}),
