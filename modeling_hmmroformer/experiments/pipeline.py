@@ -87,7 +87,6 @@ from .plots import ARCHITECTURES_FIGURE, is_diversity_figure, plot_architectures
 from .settings import (
     CONFIGS_DIR,
     PRESETS,
-    SCRIPTS_DIR,
     RunConfig,
     Settings,
     differing_settings,
@@ -103,6 +102,9 @@ KINDS = ("reproduce", "study")
 NOUNS = {"reproduce": "reproduction"}  # what a kind's folder is called in messages
 # each model's stages, in the order they run
 MODEL_STAGES = ("train", "evaluate", "probe", "memory", "knockout")
+# a reproduction's stages, in the order they run (`--redo` takes any of them)
+REPRODUCE_STAGES = ("corpus", *MODEL_STAGES, "model", "report")
+TRAIN_COMMAND = "modeling_hmmroformer.experiments.commands.train"  # what `accelerate launch -m` runs
 KNOCKOUT_SKIPPED = "skipped.json"  # in knockout/ of a model without rotary positions: why there is none
 PREDICTIONS = ".predictions"  # exact predictions shared by `--jobs` workers (`shared_predictions`)
 MODEL_FILE_SUFFIXES = (".safetensors", ".json", ".py", ".yaml")  # what `model/` copies from training/
@@ -625,7 +627,7 @@ def train_model(p: Pipeline, m: ModelRun) -> None:
         train(m.run, resume=resume)
         return
     command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes"]
-    command += [str(p.num_processes), str(SCRIPTS_DIR / "train.py"), "--config", str(config_copy)]
+    command += [str(p.num_processes), "--module", TRAIN_COMMAND, "--config", str(config_copy)]
     command += ["--resume"] if resume else []
     done = subprocess.run(command, check=False)
     if done.returncode != 0 or not (folder / layout.TRAIN_RESULTS_JSON).is_file():
