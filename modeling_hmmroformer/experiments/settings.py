@@ -38,7 +38,7 @@ import hmm_datasets
 from hmm_datasets import HMMMixtureConfig
 from hmm_datasets.corpus import check_model_fits_corpus
 from hmm_datasets.export import local_folder
-from hmm_datasets.memory import check_memories
+from hmm_datasets.windows import check_memories
 from probing.config import ProbeConfig
 
 from ..configuration_hmm_roformer import HMMRoFormerConfig

@@ -10,10 +10,14 @@ shares: bad input is one line on stderr (`error: ...`) and exit status 2, never 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import textwrap
 from collections.abc import Callable
+from pathlib import Path
 from typing import NoReturn
+
+from .. import layout
 
 
 def error_line(error: BaseException | str) -> str:
@@ -35,6 +39,17 @@ def write_report(write: Callable[[], object], studies: int) -> int:
     except (ValueError, OSError) as error:
         return refuse(error)
     print(f"{report} written from {studies} studies.")
+    return 0
+
+
+def print_outcome(out: Path, state: dict, lines: Callable[[dict], list[str]]) -> int:
+    """After a pipeline ran into `out` (`state`: its stage records): the `lines` made of its
+    results.json, then where its report went and how long its stages took. Exit status 0."""
+    print()
+    for line in lines(json.loads((out / layout.RESULTS_JSON).read_text())):
+        print(f"  {line}")
+    total = sum(record["seconds"] for record in state["stages"].values())
+    print(f"\n{out / layout.REPORT_MD} written; stages took {total:.0f} s in all.")
     return 0
 
 

@@ -16,16 +16,14 @@ modeling_hmmroformer/experiments/layout.py for the folder layout.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 from model_cards.render import claim_line
 
-from .. import layout
 from ..pipeline import REPRODUCE_STAGES, make_pipeline, run_pipeline
 from ..settings import REPRODUCTIONS, get_settings, parse_overrides
-from . import Parser, at_least, refuse
+from . import Parser, at_least, print_outcome, refuse
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,13 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         state = run_pipeline(pipeline, redo=args.redo)
     except (ValueError, RuntimeError, OSError) as error:
         return refuse(error)
-    results = json.loads((out / layout.RESULTS_JSON).read_text())
-    print()
-    for claim in results["claims"]:
-        print(f"  {claim_line(claim)}")
-    total = sum(record["seconds"] for record in state["stages"].values())
-    print(f"\n{out / layout.REPORT_MD} written; stages took {total:.0f} s in all.")
-    return 0
+    return print_outcome(out, state, lambda results: [claim_line(claim) for claim in results["claims"]])
 
 
 if __name__ == "__main__":

@@ -22,16 +22,14 @@ interrupted model resumes from its last complete checkpoint.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 from model_cards.render import claim_line
 
-from .. import layout
 from ..pipeline import make_pipeline, run_pipeline
 from ..settings import PRESETS, get_settings, parse_overrides
-from . import Parser, refuse
+from . import Parser, print_outcome, refuse
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,16 +84,17 @@ def main(argv: list[str] | None = None) -> int:
         state = run_pipeline(pipeline, redo=args.redo, jobs=args.jobs, reuse=reuse)
     except (ValueError, RuntimeError, OSError) as error:
         return refuse(error)
-    results = json.loads((out / layout.RESULTS_JSON).read_text())
-    print()
+    return print_outcome(out, state, depth_lines)
+
+
+def depth_lines(results: dict) -> list[str]:
+    """Per depth of a study's results: its place against Bayes, then its verdicts."""
+    lines = []
     for depth in results["depths"]:
         kl, agreement = depth["kl_bayes_model"]["mean"], depth["agreement"]["mean"]
-        print(f"  {depth['depth']:>2} layers: KL to Bayes {kl:.3f}, agreement {agreement:.3f}")
-        for row in depth["verdicts"]:
-            print(f"      {claim_line(row)}")
-    total = sum(record["seconds"] for record in state["stages"].values())
-    print(f"\n{out / layout.REPORT_MD} written; stages took {total:.0f} s in all.")
-    return 0
+        lines.append(f"{depth['depth']:>2} layers: KL to Bayes {kl:.3f}, agreement {agreement:.3f}")
+        lines += [f"    {claim_line(row)}" for row in depth["verdicts"]]
+    return lines
 
 
 if __name__ == "__main__":
