@@ -46,19 +46,16 @@ from .layerwise import (
     DECIDING_POSITIONS,
     accuracy_curves,
     counts_to_records,
-    find,
     group_counts,
     headroom_records,
     hidden_state_and_task_patterns,
     layerwise_probes,
     previous_token_patterns,
     probe_targets,
-    reference_cells,
     relative_depth,
-    table_cells,
 )
 from .probes import ProbeSettings
-from .shuffle import PART_METRICS, WEIGHTED_TV_METRIC, shuffle_patterns, shuffle_records, shuffle_test
+from .shuffle import shuffle_patterns, shuffle_records, shuffle_test
 
 DECIDED_ON_FIRST_DEMO = ("hidden_state", "task")  # Figure 3(a)'s targets: refitted on demonstration 1
 HALVES_STREAM = 104729  # the seed stream that cuts each split's probe-test rows in two halves
@@ -424,171 +421,3 @@ def ceiling_records(
             draws,
         )
     return out
-
-
-def summarize_probe_results(results: dict) -> dict:
-    """Per-layer probe accuracies, chance and ceilings, and the shuffle test of `probe_results.json`,
-    as the cards show them (`model_cards.render`)."""
-    records = results["records"]
-    distances = results["settings"]["distances"]
-    targets = probe_targets(distances)
-    columns = ["hidden state (within task)", "task", *(f"token {d} back" for d in distances)]
-    references = reference_cells(records, targets)
-    return {
-        "num_probe_rows": results["num_probe_rows"]["test"],
-        "num_probe_tasks": len(results["probe_tasks"]),
-        "num_hidden_layers": results["model"]["num_hidden_layers"],
-        "columns": columns,
-        "layers": [
-            {"layer": layer, "cells": table_cells(records, targets, layer)} for layer in results["layers"]
-        ],
-        **references,
-        "headroom": headroom_table(results),
-        "shuffle": [
-            {key: record[key] for key in ("layer", "value", "ci_low", "ci_high")}
-            for record in records
-            if record["target"] == "shuffle"
-            and record["head"] is None
-            and record["metric"] == PART_METRICS["total"]
-        ],
-        "shuffle_parts": {
-            metric: [
-                {key: record[key] for key in ("layer", "value", "ci_low", "ci_high")}
-                for record in records
-                if record["target"] == "shuffle" and record["head"] is None and record["metric"] == metric
-            ]
-            for metric in (*list(PART_METRICS.values())[1:], WEIGHTED_TV_METRIC)
-        },
-        "task_bayes_accuracy": find(records, "task", "bayes_optimal_accuracy")["value"],
-        "hidden_state_oracle_accuracy": find(records, "hidden_state", "oracle_accuracy")["value"],
-        "patterns": results["patterns"],
-    }
-
-
-def format_summary(results: dict) -> str:
-    """The per-layer tables and the patterns, as plain text."""
-    records = results["records"]
-    distances = results["settings"]["distances"]
-    targets = probe_targets(distances)
-    names = ["state", "task", *(f"prev {d}" for d in distances)]
-    lines = [
-        f"Probe accuracy on probe-test positions ({results['num_probe_rows']['test']} rows); in brackets the "
-        "fraction of the headroom above the token-only baseline reached (1: the ceiling)",
-        f"{'layer':>6}  " + "  ".join(f"{name:>15}" for name in names),
-    ]
-    for layer in results["layers"]:
-        cells = table_cells(records, targets, layer)
-        lines.append(f"{layer:>6}  " + "  ".join(f"{cell:>15}" for cell in cells))
-    references = reference_cells(records, targets)
-    for label, key in (("token", "token_baseline"), ("chance", "chance"), ("best", "ceiling")):
-        lines.append(f"{label:>6}  " + "  ".join(f"{cell:>15}" for cell in references[key]))
-    lines.append(
-        "(token: majority label of the current token, within task for the hidden state; best: oracle filter "
-        "for the hidden state, Bayes-optimal task posterior for the task)"
-    )
-    lines += ["", "First layer reaching half / 90% of the headroom, by position (95% CI):"]
-    for row in headroom_table(results):
-        lines.append(f"  {row['positions']:>6}: " + "; ".join(row["cells"]))
-
-    lines += shuffle_lines(results)
-    figure3a, figure3b = (results["patterns"][key] for key in ("figure3a", "figure3b"))
-    peaks = ", ".join(
-        f"k={d}: layer {v['peak_layer']} ({v['peak_accuracy']:.3f})"
-        for d, v in figure3b["by_distance"].items()
-    )
-    lines += [
-        "",
-        "The paper's patterns as numbers (95% bootstrap intervals over rows; the claims are decided by the "
-        "study's rule, printed below by hmm-probe):",
-        figure2_line(results),
-        f"  Fig 3a on {figure3a['positions']} positions: task's first-reach layer minus the hidden state's, mean over "
-        f"f = 0.50..0.95, / L: {_number(figure3a['mean_reach_difference'])} {_pair(figure3a['mean_reach_difference_ci'])}; "
-        f"task headroom fraction {_number(figure3a['task_first_layer_fraction'])} -> "
-        f"{_number(figure3a['task_last_layer_fraction'])}",
-        f"  Fig 3b peak accuracy, nearest minus farthest: {figure3b['accuracy_drop']:+.3f} "
-        f"{_pair(figure3b['accuracy_drop_ci'])}; peak layer shift {figure3b['peak_layer_shift']:+d} "
-        f"{_pair(figure3b['peak_layer_shift_ci'], '+.1f')}",
-        f"         peaks: {peaks}",
-    ]
-    before_norm = [
-        f"k={d}: {v['last_layer_before_final_norm']['value']:.3f}"
-        for d, v in figure3b["by_distance"].items()
-        if v.get("last_layer_before_final_norm")
-    ]
-    if before_norm:
-        lines.append(f"         last layer before the final norm: {', '.join(before_norm)}")
-    return "\n".join(lines)
-
-
-def shuffle_lines(results: dict) -> list[str]:
-    """The shuffle test's per-layer changes and parts, as plain text (or why it did not run)."""
-    if "figure2" not in results["patterns"]:
-        return ["", f"Shuffle test: not run ({results['skipped']['shuffle_test']})."]
-    records = results["records"]
-    shuffle = [
-        find(records, "shuffle", "relative_logit_change", layer) for layer in _attention_layers(results)
-    ]
-    lines = [
-        "",
-        "Shuffle test: relative change of test-query -> demonstration attention logits, per layer",
-        "  "
-        + "  ".join(
-            f"L{r['layer']}: {r['value']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]" for r in shuffle
-        ),
-    ]
-    for label, metric in (
-        ("position only (keys re-rotated, content fixed)", PART_METRICS["position_only"]),
-        ("content (queries and keys from the shuffled context)", PART_METRICS["content"]),
-        ("attention TV over demonstrations (demo-mass weighted)", WEIGHTED_TV_METRIC),
-    ):
-        parts = [find(records, "shuffle", metric, layer) for layer in _attention_layers(results)]
-        if all(parts):  # absent from results written before the decomposition
-            lines.append(f"  {label}: " + "  ".join(f"L{r['layer']}: {r['value']:.3f}" for r in parts))
-    return lines
-
-
-def figure2_line(results: dict) -> str:
-    """Figure 2's pattern as a number, or why there is none."""
-    figure2 = results["patterns"].get("figure2")
-    if figure2 is None:
-        return "  Fig 2  not measured: the shuffle test did not run"
-    return (
-        f"  Fig 2  upper layers {figure2['upper_layers']} minus lower {figure2['lower_layers']}, relative change: "
-        f"{figure2['upper_minus_lower']:+.3f} {_pair(figure2['upper_minus_lower_ci'])}"
-    )
-
-
-def _attention_layers(results: dict) -> list[int]:
-    return list(range(1, results["model"]["num_hidden_layers"] + 1))
-
-
-def headroom_table(results: dict) -> list[dict]:
-    """Per position group: the first layer at which the hidden state and the task reach half and
-    90% of their headroom, with bootstrap intervals (`figure3a.by_positions`)."""
-    rows, never = [], max(results["layers"]) + 1
-
-    def layer(value, prefix: str = "") -> str:
-        return "never" if value >= never else f"{prefix}{value:.0f}"
-
-    for group, entry in results["patterns"]["figure3a"]["by_positions"].items():
-        cells = []
-        for target, name in (("hidden_state", "hidden state"), ("task", "task")):
-            if target not in entry:
-                continue
-            reach = entry[target]
-            for fraction in (0.5, 0.9):
-                i = reach["fractions"].index(fraction)
-                cells.append(
-                    f"{name} {fraction:.0%}: {layer(reach['layer'][i], 'layer ')} "
-                    f"[{layer(reach['ci_low'][i])}, {layer(reach['ci_high'][i])}]"
-                )
-        rows.append({"positions": group, "cells": cells})
-    return rows
-
-
-def _number(value, spec: str = ".3f") -> str:
-    return "n/a" if value is None else format(value, spec)
-
-
-def _pair(values, spec: str = "+.3f") -> str:
-    return f"[{_number(values[0], spec)}, {_number(values[1], spec)}]"

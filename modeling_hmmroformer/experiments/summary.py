@@ -22,7 +22,7 @@ from transformers import AutoConfig
 
 from probing.layerwise import DECIDING_POSITIONS, curve
 from probing.plots import FIGURE7_PATTERN
-from probing.run import summarize_probe_results
+from probing.summary import summarize_probe_results
 
 from . import layout
 from .claims import decide_claims, model_statistics, profiles
