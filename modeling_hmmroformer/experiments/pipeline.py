@@ -227,6 +227,7 @@ def make_pipeline(
             "one process with every core (leave --num-processes out)."
         )
     out = Path(out)
+    check_replaced_fields(settings, kind)
     source = settings.overrides.get("data", {}).get("source")
     if source is not None:  # never silently replaced by the pipeline's own corpus
         raise ValueError(
@@ -254,6 +255,22 @@ def make_pipeline(
             models.append(ModelRun(depth, seed, folder, placed, tag))
     records = None if records is None else Path(records)
     return Pipeline(settings, out, kind, run, models, num_processes, progress, records)
+
+
+def check_replaced_fields(settings: Settings, kind: str) -> None:
+    """Refuse, before anything is written, an override the pipeline would replace without a word:
+    each model's folder (`training.output_dir`), and a grid's depths and seeds."""
+    replaced = {("training", "output_dir"): "--out"}
+    if settings.depths:
+        replaced[("model", "num_hidden_layers")] = "--depths"
+    if settings.seeds:
+        replaced[("training", "seed")] = "--seeds"
+    for (section, name), option in replaced.items():
+        if name in settings.overrides.get(section, {}):
+            raise ValueError(
+                f"--{section}.{name}: a {NOUNS.get(kind, kind)} sets it for each model; give {option} instead "
+                "(nothing was written)."
+            )
 
 
 def check_probe_tasks(settings: Settings, run: RunConfig) -> None:

@@ -248,6 +248,10 @@ def test_a_folder_that_is_not_a_reproduction_is_refused(tmp_path):
             ["--preset", "tiny", "--data.source", "elsewhere"],
             "--data.source elsewhere: a reproduction trains on the corpus it generates",
         ),
+        (
+            ["--preset", "tiny", "--training.output_dir", "elsewhere"],
+            "--training.output_dir: a reproduction sets it for each model; give --out",
+        ),
     ],
 )
 def test_bad_input_is_one_error_line(run_script, tmp_path, arguments, message):

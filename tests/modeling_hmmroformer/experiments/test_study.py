@@ -300,6 +300,12 @@ def test_bad_study_settings_are_refused(changes, message):
         (["--redo", "nothing"], "not a stage"),
         (["--corpus.num_tasks", "3"], "cover 4 tasks but --corpus.num_tasks is 3"),
         (["--jobs", "0"], "--jobs 0 must be a whole number"),
+        (
+            ["--model.num_hidden_layers", "8"],
+            "--model.num_hidden_layers: a study sets it for each model; give --depths",
+        ),
+        (["--training.seed", "3"], "--training.seed: a study sets it for each model; give --seeds"),
+        (["--training.output_dir", "x"], "--training.output_dir: a study sets it for each model; give --out"),
     ],
 )
 def test_bad_input_is_one_error_line_and_writes_nothing(run_script, tmp_path, arguments, message):
