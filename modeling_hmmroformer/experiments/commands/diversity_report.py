@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..pipeline import write_diversity_report
+from ..reports import write_diversity_report
 from . import Parser, write_report
 
 
