@@ -45,6 +45,7 @@ from .layerwise import (
     BEFORE_NORM_METRIC,
     CEILINGS,
     DECIDING_POSITIONS,
+    TWIN_PREFIX,
     accuracy_curves,
     counts_to_records,
     group_counts,
@@ -54,6 +55,7 @@ from .layerwise import (
     previous_token_patterns,
     probe_targets,
     relative_depth,
+    twin_metric,
 )
 from .probes import ProbeSettings
 from .shuffle import shuffle_patterns, shuffle_records, shuffle_test
@@ -132,9 +134,9 @@ def run_probing(
     if untrained_model is not None:
         with timed(timings, "untrained_probes"):
             twin = capture(untrained_model, probe, layers, config, progress, before_norm)
-            records += network_records(twin.layers, layers, probe, common, "untrained_accuracy")[0]
+            records += network_records(twin.layers, layers, probe, common, twin_metric("accuracy"))[0]
             records += belief_records(
-                twin.layers, layers, beliefs, probe.membership, POSITION_GROUPS, probe.split, "untrained_"
+                twin.layers, layers, beliefs, probe.membership, POSITION_GROUPS, probe.split, TWIN_PREFIX
             )
         networks["twin"] = twin
     with timed(timings, "splits"):
