@@ -102,13 +102,19 @@ MODEL_FILE_SUFFIXES = (".safetensors", ".json", ".py", ".yaml")  # what `model/`
 
 @dataclass(frozen=True)
 class ModelRun:
-    """One model of a pipeline: its depth, seed, folder and run config."""
+    """One model of a pipeline: its folder and run config (which holds its depth and seed)."""
 
-    depth: int
-    seed: int
     folder: Path
     run: RunConfig
     tag: str  # "" in a reproduction, "depth<L> seed<s>" in a study: stage names end with it
+
+    @property
+    def depth(self) -> int:
+        return self.run.depth
+
+    @property
+    def seed(self) -> int:
+        return self.run.seed
 
     def path(self, name: str) -> Path:
         return self.folder / name
@@ -242,7 +248,7 @@ def make_pipeline(
             if not progress:
                 training["disable_tqdm"] = True
             placed = run.with_overrides({"model": {"num_hidden_layers": depth}, "training": training})
-            models.append(ModelRun(depth, seed, folder, placed, tag))
+            models.append(ModelRun(folder, placed, tag))
     records = None if records is None else Path(records)
     return Pipeline(settings, out, kind, run, models, num_processes, progress, records)
 
