@@ -1,13 +1,21 @@
 """The results of `run_probing` (probe_results.json) as plain data: the per-layer tables, the
 references, where each target first reaches its headroom, the shuffle test and the patterns.
 `model_cards.render` renders it: in the model card and REPORT.md, and as text
-(`format_probe_summary`, what `hmm-probe` prints).
+(`format_summary`, what `hmm-probe` prints).
 """
 
 from __future__ import annotations
 
+from model_cards.render import format_probe_summary
+
 from .layerwise import find, probe_targets, reference_cells, table_cells
 from .shuffle import PART_METRICS, WEIGHTED_TV_METRIC
+
+
+def format_summary(results: dict) -> str:
+    """`run_probing`'s results as plain text: the per-layer tables, the first layers reaching the
+    headroom, the shuffle test and the paper's patterns (`model_cards.render.format_probe_summary`)."""
+    return format_probe_summary(summarize_probe_results(results))
 
 
 def summarize_probe_results(results: dict) -> dict:

@@ -8,7 +8,6 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, set_seed
 
 from hmm_datasets.corpus import open_corpus
-from model_cards.render import format_probe_summary
 from probing.architecture import DECLARED_LAYOUTS, Layout, check_causal_lm, decoder_layers, final_norm
 from probing.capture import capture_hidden_states, pre_rotary_queries_and_keys, untrained_twin
 from probing.knockout import knocked_out_logits, rotary_knocked_out, rotary_knockout, scored_test_positions
@@ -16,7 +15,7 @@ from probing.plots import write_probe_results
 from probing.recording import recording_attention
 from probing.run import ProbeConfig, run_probing
 from probing.shuffle import attention_geometry
-from probing.summary import summarize_probe_results
+from probing.summary import format_summary
 
 FAST = {"num_probe_tasks": 4, "rows_per_task": 8, "positions_per_row": 12, "num_resamples": 20}
 ROTARY = ("llama", "qwen2")
@@ -68,7 +67,7 @@ def test_every_analysis_that_applies_runs_and_says_which_does_not(model_type, ti
     assert {"hidden_state", "task", "previous_token_1", "previous_token_2"} <= targets
     assert any(record["metric"] == "untrained_accuracy" for record in results["records"])
     assert results["model_type"] == model_type and results["layers"] == [0, 1, 2]
-    summary = format_probe_summary(summarize_probe_results(results))
+    summary = format_summary(results)
     paths = write_probe_results(result, tmp_path)
     if model_type in ROTARY:
         assert results["skipped"] == {} and "figure2" in results["patterns"] and "shuffle" in targets

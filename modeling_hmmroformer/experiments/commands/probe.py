@@ -25,13 +25,13 @@ from pathlib import Path
 import transformers
 
 from hmm_datasets.corpus import checkpoint_corpus, open_corpus
-from model_cards.render import format_claims, format_probe_summary
+from model_cards.render import format_claims
 from probing.architecture import check_causal_lm
 from probing.capture import checkpoint_folder, load_causal_lm, untrained_twin
 from probing.config import ProbeConfig
 from probing.plots import write_probe_results
 from probing.run import run_probing
-from probing.summary import summarize_probe_results
+from probing.summary import format_summary
 
 from ..settings import checkpoint_seed
 from ..summary import model_claims
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         return refuse(error)
     result.results["timings_s"]["total"] = time.perf_counter() - started
     paths = write_probe_results(result, Path(args.out) if args.out else folder / "probes")
-    print(format_probe_summary(summarize_probe_results(result.results)))
+    print(format_summary(result.results))
     depth = result.results["model"]["num_hidden_layers"]
     print("\nThe paper's claims, as the study's rule reads this one model (docs/study.md):")
     print(format_claims(model_claims(None, result.results, None, depth)))
