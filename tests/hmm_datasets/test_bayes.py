@@ -355,14 +355,14 @@ def test_oracle_state_estimates_match_a_direct_forward_pass():
 
 @pytest.mark.parametrize("rank, fuse", [(None, False), (2, True), (2, False)])
 def test_the_oracle_state_filter_and_its_predictions_come_from_one_recursion(rank, fuse):
-    """On a row of 4,096 tokens with delimiters, a row of delimiters only and one ending in a
+    """On a row of 1,024 tokens with delimiters, a row of delimiters only and one ending in a
     delimiter: the oracle's next-token distribution is its filtered state pushed one step, and the
     filter restarts at `initial` after every delimiter."""
     params = random_params(num_tasks=4, num_states=4, vocab=3, rank=rank, seed=3)
     rng = np.random.default_rng(5)
     delimiter = params.vocab_size
-    ids = rng.integers(0, delimiter, size=(3, 4096))
-    ids[0, rng.choice(4096, size=300, replace=False)] = delimiter
+    ids = rng.integers(0, delimiter, size=(3, 1024))
+    ids[0, rng.choice(1024, size=80, replace=False)] = delimiter
     ids[1] = delimiter
     ids[2, -1] = delimiter
     tasks = np.array([0, 3, 1])
