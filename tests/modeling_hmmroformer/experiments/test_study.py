@@ -351,14 +351,9 @@ def without_times(record):
     return [without_times(value) for value in record] if isinstance(record, list) else record
 
 
-def test_models_side_by_side_give_the_records_of_one_at_a_time(tmp_path):
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # what each of two workers gets on 2 cores
-    try:
-        run_pipeline(quick_study(tmp_path / "one", depths=(2,), seeds=(0,)), log=lambda line: None)
-    finally:
-        torch.set_num_threads(threads)
-    logged = []
+def test_models_side_by_side_give_the_records_of_one_at_a_time(tmp_path, quick_studied):
+    """The session's quick study ran its models one at a time, with one thread (OMP_NUM_THREADS=1)."""
+    threads, logged = torch.get_num_threads(), []
     side_by_side = quick_study(tmp_path / "two", depths=(2,), seeds=(0, 1))
     torch.set_num_threads(2)  # shared by two workers: one thread each
     try:
@@ -367,7 +362,7 @@ def test_models_side_by_side_give_the_records_of_one_at_a_time(tmp_path):
         torch.set_num_threads(threads)
     assert "2 models in 2 processes side by side, 1 thread(s) each ..." in logged
     record = "models/depth2-seed0/record.json"
-    one, two = (json.loads((tmp_path / name / record).read_text()) for name in ("one", "two"))
+    one, two = (json.loads((folder / record).read_text()) for folder in (quick_studied[0], tmp_path / "two"))
     assert without_times(one) == without_times(two)
     # Lemma 1's memory-L predictions, made before the workers started, served their memory stages
     assert list((tmp_path / "two" / ".predictions").glob("bayes-memory-*.safetensors"))
