@@ -31,12 +31,6 @@ from . import (
     STUDY_REPORT_TEMPLATE,
 )
 
-SHUFFLE_PART_LABELS = {  # probe_results.json metric -> row of the results' shuffle table
-    "position_only_change": "position-only part",
-    "content_change": "content part",
-    "weighted_attention_tv": "weighted attention TV",
-}
-
 
 # ---- markdown ------------------------------------------------------------------------------
 def render_results_section(summary: dict) -> str:
@@ -54,7 +48,6 @@ def render_results_section(summary: dict) -> str:
         claim_rows=claim_rows(summary["claims"]),
         beliefs=summary.get("beliefs", []),
         figures=figures,
-        shuffle_parts=SHUFFLE_PART_LABELS,
     )
 
 
@@ -444,10 +437,10 @@ def _shuffle_lines(probes: dict) -> list[str]:
             for r in probes["shuffle"]
         ),
     ]
-    for metric, label in SHUFFLE_PART_LABELS.items():
-        parts = probes["shuffle_parts"].get(metric)
-        if parts:  # absent from results written before the decomposition
-            lines.append(f"  {label}: " + "  ".join(f"L{r['layer']}: {r['value']:.3f}" for r in parts))
+    for part in probes["shuffle_parts"]:
+        lines.append(
+            f"  {part['label']}: " + "  ".join(f"L{r['layer']}: {r['value']:.3f}" for r in part["rows"])
+        )
     return lines
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from model_cards.render import format_probe_summary
 
 from .layerwise import find, probe_targets, reference_cells, table_cells
-from .shuffle import PART_METRICS, WEIGHTED_TV_METRIC
+from .shuffle import PART_LABELS, PART_METRICS
 
 
 def format_summary(results: dict) -> str:
@@ -43,19 +43,27 @@ def summarize_probe_results(results: dict) -> dict:
             and record["head"] is None
             and record["metric"] == PART_METRICS["total"]
         ],
-        "shuffle_parts": {
-            metric: [
-                {key: record[key] for key in ("layer", "value", "ci_low", "ci_high")}
-                for record in records
-                if record["target"] == "shuffle" and record["head"] is None and record["metric"] == metric
-            ]
-            for metric in (*list(PART_METRICS.values())[1:], WEIGHTED_TV_METRIC)
-        },
+        "shuffle_parts": shuffle_parts(records),
         "skipped": results.get("skipped", {}),  # analysis -> why it did not run
         "task_bayes_accuracy": find(records, "task", "bayes_optimal_accuracy")["value"],
         "hidden_state_oracle_accuracy": find(records, "hidden_state", "oracle_accuracy")["value"],
         "patterns": results["patterns"],
     }
+
+
+def shuffle_parts(records: list[dict]) -> list[dict]:
+    """The shuffle test's parts that were measured (`PART_LABELS`), each `{"label", "rows"}` with
+    a row per layer (layer, value, interval)."""
+    parts = []
+    for metric, label in PART_LABELS.items():
+        rows = [
+            {key: record[key] for key in ("layer", "value", "ci_low", "ci_high")}
+            for record in records
+            if record["target"] == "shuffle" and record["head"] is None and record["metric"] == metric
+        ]
+        if rows:  # absent from results written before the decomposition
+            parts.append({"label": label, "rows": rows})
+    return parts
 
 
 def headroom_table(results: dict) -> list[dict]:

@@ -94,7 +94,9 @@ def test_a_probing_run_reports_every_layer_target_and_pattern(tiny_model, tmp_pa
     assert figure2["by_part"]["total"]["upper_minus_lower"] == figure2["upper_minus_lower"]
     summarized = summarize_probe_results(results)
     assert [r["layer"] for r in summarized["shuffle"]] == [1, 2]
-    assert summarized["shuffle_parts"]["content_change"][0]["value"] < 1e-5  # layer 1 reads tokens only
+    parts = {part["label"]: part["rows"] for part in summarized["shuffle_parts"]}
+    assert list(parts) == ["position-only part", "content part", "weighted attention TV"]
+    assert parts["content part"][0]["value"] < 1e-5  # layer 1 reads tokens only
     assert set(results["patterns"]) == {"figure2", "figure2_untrained", "figure3a", "figure3b"}
     twin = results["patterns"]["figure2_untrained"]  # the twin has no rotary: no position-only change
     assert max(twin["by_part"]["position_only"]["per_layer_mean"]) < 1e-5
