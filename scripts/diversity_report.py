@@ -1,7 +1,7 @@
 """The task-diversity study across K: one report from the studies' own reports.
 
-The command `hmm-diversity-report`, run from the clone (`python scripts/diversity_report.py --help`); its code is
-`modeling_hmmroformer/experiments/commands/diversity_report.py`.
+The command `hmm-diversity-report`, run from the clone (`python scripts/diversity_report.py
+--help`); its code is `modeling_hmmroformer/experiments/commands/diversity_report.py`.
 """
 
 import sys

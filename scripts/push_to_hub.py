@@ -1,7 +1,7 @@
 """Publish a checkpoint or a corpus to the Hugging Face Hub, with its card.
 
-The command `hmm-push-to-hub`, run from the clone (`python scripts/push_to_hub.py --help`); its code is
-`modeling_hmmroformer/experiments/commands/push_to_hub.py`.
+The command `hmm-push-to-hub`, run from the clone (`python scripts/push_to_hub.py --help`); its
+code is `modeling_hmmroformer/experiments/commands/push_to_hub.py`.
 """
 
 import sys
