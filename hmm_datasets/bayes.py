@@ -29,13 +29,13 @@ Shapes: K tasks, S states, V observation tokens, d features, B rows, L length.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from .params import HMMParams
+from .windows import MemoryWindows, delimiter_point_mass
 
 _TINY = 1e-30
 
@@ -128,17 +128,19 @@ class _HMMGroup:
 
 @dataclass
 class BayesPrediction:
-    """`probs [B, L, V+1]`: next-token distributions; `task_posterior [B, L, K]`: P(task | tokens 0..i)."""
+    """`probs [B, L, V+1]`: next-token distributions; `task_posterior [B, L, K]`: P(task | tokens 0..i);
+    `states [B, L, S]` (the oracle's): P(state_i | task, tokens of the segment up to i), 0 at delimiters."""
 
     probs: torch.Tensor
     task_posterior: torch.Tensor | None = None
+    states: torch.Tensor | None = None
 
 
 def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-class BayesOptimalPredictor:
+class BayesOptimalPredictor(MemoryWindows):
     """Exact next-token predictors of a mixture of HMMs: Bayes-optimal, oracle, and their L-memory versions.
 
     Args:
@@ -220,102 +222,18 @@ class BayesOptimalPredictor:
             out.append(self._oracle_filter(ids[chunk], tasks[chunk]).probs)
         return torch.cat(out)
 
-    def truncated_next_token_probs(self, input_ids, memory: int) -> torch.Tensor:
-        """`[B, L, V+1]`: the Bayes predictor that sees only the last `memory` tokens.
-
-        At position i it conditions on tokens i-memory+1..i (and knows their positions):
-        the hidden state at the window's first token is given its exact marginal
-        `initial @ P^j` for a token j steps into its segment, and the task starts from the
-        prior. This is the fixed-length-memory predictor of Lemma 1 of the paper; it equals
-        the full predictor wherever the window reaches back to the first token. Costs
-        `memory` times the full predictor (`truncated_by_memory` for several memories).
-        """
-        memory = _check_memory(memory)
-        return self.truncated_by_memory(input_ids, [memory])[memory]
-
     @torch.no_grad()
-    def truncated_by_memory(self, input_ids, memories: Sequence[int]) -> dict[int, torch.Tensor]:
-        """`{L: [B, L, V+1]}`: `truncated_next_token_probs` for every memory L, at the cost of
-        the longest alone (the windows of all memories that start at one token share a run)."""
-        memories = _check_memories(memories)
-        ids = self._as_ids(input_ids)
-
-        def run_predictions(runs, start_states, rows):  # start_states [W, K, S] -> [K, W, S]
-            return self._mixture_filter(runs, False, start_states=start_states.transpose(0, 1)).probs
-
-        per_run = self._row_floats(max(memories), self.num_tasks, False) + self.num_tasks * self.num_states
-        return self._windowed(ids, memories, self.next_token_probs(ids), per_run, run_predictions)
-
-    def truncated_oracle_next_token_probs(self, input_ids, task_ids, memory: int) -> torch.Tensor:
-        """`[B, L, V+1]`: the predictor told each row's task that sees only the last `memory` tokens.
-
-        As `truncated_next_token_probs`, with the task known instead of inferred: at position
-        i it runs the row's HMM over tokens i-memory+1..i from the exact marginal of the
-        state at the window's first token. Equals `oracle_next_token_probs` wherever the
-        window reaches back to the first token. The gap to the full oracle is what the
-        tokens before the window say about the hidden state alone.
-        """
-        memory = _check_memory(memory)
-        return self.truncated_oracle_by_memory(input_ids, task_ids, [memory])[memory]
-
-    @torch.no_grad()
-    def truncated_oracle_by_memory(
-        self, input_ids, task_ids, memories: Sequence[int]
-    ) -> dict[int, torch.Tensor]:
-        """`{L: [B, L, V+1]}`: `truncated_oracle_next_token_probs` for every memory L at once."""
-        memories = _check_memories(memories)
+    def oracle_state_filters(self, input_ids, task_ids) -> torch.Tensor:
+        """`[B, L, S]`: P(state_i | task of the row, tokens of its segment up to i), the forward
+        filter of the HMM `task_ids [B]` names, reset at every delimiter; 0 at delimiters."""
         ids = self._as_ids(input_ids)
         tasks = self._as_tasks(task_ids, ids.shape[0])
-
-        def run_predictions(runs, start_states, rows):  # start_states [W, K, S]
-            run_tasks = tasks[rows]
-            starts = start_states[torch.arange(len(rows), device=self.device), run_tasks][:, None]
-            return self._oracle_filter(runs, run_tasks, start_states=starts).probs
-
-        per_run = self._row_floats(max(memories), 1, False) + self._group_floats_per_hmm()
-        per_run += self.num_tasks * self.num_states
-        full = self.oracle_next_token_probs(ids, tasks)
-        return self._windowed(ids, memories, full, per_run, run_predictions)
-
-    def _windowed(
-        self, ids, memories: Sequence[int], full: torch.Tensor, per_run: int, run_predictions
-    ) -> dict[int, torch.Tensor]:
-        """Per memory L, the fixed-memory version of a predictor whose full-context output is
-        `full [B, L_row, V+1]`.
-
-        Position i >= L sees the window of tokens i-L+1..i (positions before keep `full`: their
-        window is the whole prefix). One run per start s >= 1 reads tokens s..s+max(L)-1 from
-        the exact marginal of every task's state at s: its prediction after its L-th token is
-        the window of memory L that ends at s+L-1. `run_predictions(runs [W, longest],
-        start_states [W, K, S], rows [W]) -> [W, longest, V+1]` predicts after every token of a
-        run; `rows` are the runs' rows in `ids`. Before a delimiter the prediction is the point
-        mass on it.
-        Runs go in chunks of `per_run` floats each; past the row end a run reads padding, which
-        no prediction inside the row depends on.
-        """
-        batch, length = ids.shape
-        windowed = {memory: full for memory in memories if memory >= length}
-        inside = [memory for memory in memories if memory < length]
-        if not inside:
-            return windowed
-        longest = max(inside)
-        padded = torch.nn.functional.pad(ids, (0, longest - 1))
-        runs = padded.unfold(1, longest, 1)[:, 1:length].reshape(-1, longest)  # starts 1..L_row-1
-        offsets = position_in_segment(ids, self.delimiter)[:, 1:].reshape(-1)
-        rows = torch.arange(batch, device=self.device).repeat_interleave(length - 1)
-        marginals = self._state_marginals(int(offsets.max()))  # [J, K, S]
-        at = torch.tensor(inside, device=self.device) - 1  # the run offsets where windows end
         out = []
-        for chunk in self._row_chunks(runs.shape[0], per_run):
-            out.append(run_predictions(runs[chunk], marginals[offsets[chunk]], rows[chunk])[:, at])
-        by_start = torch.cat(out).reshape(batch, length - 1, len(inside), -1)
-        point_mass = _delimiter_point_mass(self.vocab_size, self.dtype, self.device)
-        for k, memory in enumerate(inside):  # windows start at 1..L_row-memory
-            last = by_start[:, : length - memory, k]
-            # a run's last token does not see the next one: before a delimiter, its point mass
-            last[:, :-1][ids[:, memory + 1 :] == self.delimiter] = point_mass
-            windowed[memory] = torch.cat([full[:, :memory], last], dim=1)
-        return windowed
+        per_row = self._row_floats(ids.shape[1], 1, False) + self._group_floats_per_hmm()
+        per_row += ids.shape[1] * self.num_states
+        for chunk in self._row_chunks(ids.shape[0], per_row):
+            out.append(self._oracle_filter(ids[chunk], tasks[chunk], want_states=True).states)
+        return torch.cat(out)
 
     # ---- the forward algorithm ----------------------------------------------------
     def _mixture_filter(self, ids, want_posterior, start_states=None) -> BayesPrediction:
@@ -329,11 +247,16 @@ class BayesOptimalPredictor:
             want_posterior=want_posterior,
         )
 
-    def _oracle_filter(self, ids, tasks, start_states=None) -> BayesPrediction:
+    def _oracle_filter(self, ids, tasks, start_states=None, want_states=False) -> BayesPrediction:
         """Row r of `ids [R, L]` read by the HMM of task `tasks[r]`; start_states [R, 1, S]."""
         zeros = torch.zeros(len(tasks), 1, dtype=self.dtype, device=self.device)
         return self._filter(
-            self.hmms.select(tasks), ids[:, None, :], zeros, mix_dim=1, start_states=start_states
+            self.hmms.select(tasks),
+            ids[:, None, :],
+            zeros,
+            mix_dim=1,
+            start_states=start_states,
+            want_states=want_states,
         )
 
     def _filter(
@@ -344,13 +267,15 @@ class BayesOptimalPredictor:
         mix_dim: int,
         start_states: torch.Tensor | None = None,
         want_posterior: bool = False,
+        want_states: bool = False,
     ) -> BayesPrediction:
         """Forward filter of M HMMs over R rows, mixed over `mix_dim`.
 
         tokens [1, R, L] (every HMM reads every row: the mixture, mix_dim=0) or
         [M, 1, L] (HMM m reads row m: the oracle, mix_dim=1); log_weights [M, R];
         start_states [M, R, S]: state distribution at the first token (default: initial).
-        Returns next-token probabilities for the rows, [rows, L, V+1].
+        Returns next-token probabilities for the rows, [rows, L, V+1], and with `want_states`
+        (the oracle only) each row's filtered state distribution, [rows, L, S].
         """
         num_hmms, vocab = hmms.start_probs.shape
         rows, length = tokens.shape[1], tokens.shape[2]
@@ -359,7 +284,10 @@ class BayesOptimalPredictor:
         posterior = None
         if want_posterior:
             posterior = torch.empty(out_rows, length, num_hmms, dtype=self.dtype, device=self.device)
-        point_mass = _delimiter_point_mass(vocab, self.dtype, self.device)
+        states = None
+        if want_states:
+            states = torch.zeros(num_hmms, length, self.num_states, dtype=self.dtype, device=self.device)
+        point_mass = delimiter_point_mass(vocab, self.dtype, self.device)
         delimiter_steps = (tokens == self.delimiter).flatten(0, 1).any(0).tolist()  # one sync, not L
         log_w = log_weights
         features = None  # [M, R, d]: feature distribution after the last token
@@ -385,6 +313,11 @@ class BayesOptimalPredictor:
                 if delimiter_steps[t]:
                     probs[(token == self.delimiter).reshape(-1), t - 1] = point_mass
             likelihood = token_probs.gather(2, observed.expand(num_hmms, rows)[..., None])[..., 0]  # [M, R]
+            if want_states:  # the oracle's: M = rows
+                before = _states_before(hmms, features, start_states, at_start, num_hmms, rows)
+                after = before * _by_token(hmms.emissions.transpose(1, 2), observed)
+                filtered = after / likelihood.clamp_min(_TINY)[..., None]
+                states[:, t] = torch.where((token == self.delimiter)[..., None], 0.0, filtered)[:, 0]
             if new is None:
                 features = _by_token(hmms.start_features, observed).contiguous()
             else:
@@ -403,14 +336,7 @@ class BayesOptimalPredictor:
         if delimiter_steps[-1]:
             last = torch.where(at_start[..., None], hmms.start_probs[:, None, :], last)
         probs[:, length - 1, :vocab] = _mix(last, log_w, mix_dim)
-        return BayesPrediction(probs, posterior)
-
-    def _state_marginals(self, max_offset: int) -> torch.Tensor:
-        """`[max_offset + 1, K, S]`: distribution of the state j steps into a segment."""
-        marginals = [self.hmms.initial]
-        for _ in range(max_offset):
-            marginals.append(self.hmms.state_step(marginals[-1][:, None, :])[:, 0])
-        return torch.stack(marginals)
+        return BayesPrediction(probs, posterior, states)
 
     # ---- plumbing -----------------------------------------------------------------
     def _as_ids(self, input_ids) -> torch.Tensor:
@@ -458,6 +384,18 @@ class BayesOptimalPredictor:
             yield slice(start, min(start + size, num_rows))
 
 
+def _states_before(
+    hmms: _HMMGroup, features, start_states, at_start, num_hmms: int, rows: int
+) -> torch.Tensor:
+    """`[M, R, S]`: each HMM's state distribution before the next token: `initial` where it opens
+    a segment (`at_start`), else the step from the features of the last token (`start_states` at
+    a window's first token)."""
+    initial = hmms.initial[:, None, :].expand(num_hmms, rows, -1)
+    if features is None:
+        return initial if start_states is None else start_states
+    return torch.where(at_start[..., None], initial, torch.bmm(features, hmms.right))
+
+
 def _weights(log_w: torch.Tensor, mix_dim: int) -> torch.Tensor:
     """Normalised posterior weights from log-weights whose maximum is 0.
 
@@ -474,35 +412,6 @@ def _mix(token_probs: torch.Tensor, log_w: torch.Tensor, mix_dim: int) -> torch.
     return (_weights(log_w, mix_dim)[..., None] * token_probs).sum(mix_dim)
 
 
-def _check_memories(memories: Sequence[int]) -> list[int]:
-    if len(memories) == 0:
-        raise ValueError("memories is empty: give at least one memory length L >= 1, e.g. [1, 2, 4, 8].")
-    return [_check_memory(memory) for memory in memories]
-
-
-def _check_memory(memory) -> int:
-    if isinstance(memory, bool) or not isinstance(memory, (int, np.integer)) or memory < 1:
-        raise ValueError(f"memory={memory!r} must be a positive number of tokens (an integer >= 1).")
-    return int(memory)
-
-
-def _delimiter_point_mass(vocab: int, dtype, device) -> torch.Tensor:
-    mass = torch.zeros(vocab + 1, dtype=dtype, device=device)
-    mass[vocab] = 1.0
-    return mass
-
-
-def position_in_segment(ids: torch.Tensor, delimiter: int) -> torch.Tensor:
-    """`[B, L]`: tokens since the last delimiter before each position (0 at a segment start; a
-    delimiter counts the tokens of the segment it closes)."""
-    positions = torch.arange(ids.shape[1], device=ids.device).expand_as(ids)
-    last_delim = torch.where(ids == delimiter, positions, torch.full_like(positions, -1))
-    previous = torch.cummax(last_delim, dim=1).values
-    # A delimiter belongs to the segment it closes: measure it from the one before.
-    previous = torch.cat([torch.full_like(previous[:, :1], -1), previous[:, :-1]], dim=1)
-    return positions - previous - 1
-
-
 def _default_budget(device: torch.device) -> int:
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
@@ -510,35 +419,10 @@ def _default_budget(device: torch.device) -> int:
     return 2 * 1024**3
 
 
-@torch.no_grad()
 def state_filters(params: HMMParams, input_ids, task_ids, device=None) -> torch.Tensor:
-    """`[B, L, S]` float64: P(state_i | task of the row, tokens of its segment up to i), the
-    forward filter of the HMM `task_ids [B]` names, reset at every delimiter; 0 at delimiters."""
-    device = torch.device(device) if device is not None else default_device()
-    ids = torch.as_tensor(np.asarray(input_ids), dtype=torch.long, device=device)
-    tasks = np.asarray(task_ids, dtype=np.int64).reshape(-1)
-
-    def per_row(table: np.ndarray) -> torch.Tensor:  # only the rows' tasks go to the device
-        return torch.as_tensor(table[tasks], dtype=torch.float64, device=device)
-
-    delimiter = params.vocab_size
-    initial, transitions, emissions = (
-        per_row(params.initial),
-        per_row(params.transitions),
-        per_row(params.emissions),
-    )
-    observed = ids.clamp(max=delimiter - 1)
-    filters = torch.zeros(*ids.shape, initial.shape[-1], dtype=torch.float64, device=device)
-    belief = initial  # the state distribution before the next token
-    for t in range(ids.shape[1]):
-        is_delimiter = ids[:, t] == delimiter
-        likelihood = torch.gather(emissions, 2, observed[:, t, None, None].expand(-1, emissions.shape[1], 1))
-        posterior = belief * likelihood[..., 0]
-        posterior = posterior / posterior.sum(-1, keepdim=True).clamp_min(_TINY)
-        filters[:, t] = torch.where(is_delimiter[:, None], 0.0, posterior)
-        predicted = torch.einsum("bs,bst->bt", posterior, transitions)
-        belief = torch.where(is_delimiter[:, None], initial, predicted)
-    return filters
+    """`[B, L, S]` float64: `BayesOptimalPredictor.oracle_state_filters` of `params`."""
+    predictor = BayesOptimalPredictor(params, device=device, dtype=torch.float64)
+    return predictor.oracle_state_filters(input_ids, task_ids)
 
 
 def oracle_state_estimates(params: HMMParams, input_ids, task_ids, device=None) -> np.ndarray:

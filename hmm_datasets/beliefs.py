@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .bayes import BayesOptimalPredictor, state_filters
+from .bayes import BayesOptimalPredictor
 from .params import HMMParams
 
 BELIEFS = ("task_posterior", "state_filter", "joint_posterior")
@@ -49,10 +49,10 @@ def belief_states(
         where = at[chunk]
         posterior = predictor.task_posterior(ids[chunk]).cpu()  # [b, L, K]
         posterior = torch.take_along_dim(posterior, where[..., None], dim=1)  # [b, P, K]
-        own = state_filters(params, ids[chunk], np.asarray(task_ids)[chunk], device).cpu()
+        own = predictor.oracle_state_filters(ids[chunk], np.asarray(task_ids)[chunk]).cpu()
         out["state_filter"].append(torch.take_along_dim(own, where[..., None], dim=1))
-        every = state_filters(
-            params, np.repeat(ids[chunk], kept.size, axis=0), np.tile(kept, chunk.size), device
+        every = predictor.oracle_state_filters(
+            np.repeat(ids[chunk], kept.size, axis=0), np.tile(kept, chunk.size)
         )
         every = every.cpu().reshape(chunk.size, kept.size, *every.shape[1:])  # [b, K', L, S]
         every = torch.take_along_dim(every, where[:, None, :, None], dim=2).transpose(1, 2)  # [b, P, K', S]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from datasets import load_dataset
 
 from .config import PRESETS, SPLITS, HMMMixtureConfig, get_preset
@@ -27,6 +28,9 @@ from .export import (
 from .hmm_mixture import load_hmm_mixture
 from .layout import SampleLayout
 from .params import HMMParams
+
+ROW_COLUMNS = ("input_ids", "task_id")  # what `Corpus.rows` reads of a split
+UNSEEN_SPLIT = SPLITS[-1]  # test_unseen: rows of HMMs that are not in the mixture
 
 
 @dataclass
@@ -55,6 +59,49 @@ class Corpus:
                 f"generate it with --corpus.num_{name} above 0."
             )
         return self.splits[name]
+
+    def rows(self, split: str, count: int | None = None) -> CorpusRows:
+        """The first `count` rows of `split` (all: None) as arrays, with the HMMs that drew them."""
+        data = self.split(split)
+        missing = [name for name in ROW_COLUMNS if name not in data.column_names]
+        if missing:
+            raise ValueError(
+                f"the corpus's {split} split lacks the column(s) {missing}: evaluations need {list(ROW_COLUMNS)} "
+                "(the oracle reads each row with its own task's HMM). The hmm_mixture builder keeps them: "
+                "regenerate or re-export the corpus with scripts/generate.py."
+            )
+        if count is not None:
+            data = data.select(range(min(count, len(data))))
+        data = data.with_format("numpy")
+        ids, tasks = (
+            np.stack(data["input_ids"]).astype(np.int64),
+            np.asarray(data["task_id"]).astype(np.int64),
+        )
+        return CorpusRows(self, split, ids, tasks)
+
+
+@dataclass
+class CorpusRows:
+    """Rows of one split of a corpus as arrays (`input_ids [B, L]`, `task_ids [B]`), with the
+    corpus they came from: its config, and `params`, the HMMs that drew them (the unseen
+    tasks' for the test_unseen split)."""
+
+    corpus: Corpus
+    split: str
+    input_ids: np.ndarray
+    task_ids: np.ndarray
+
+    @property
+    def config(self) -> HMMMixtureConfig:
+        return self.corpus.config
+
+    @property
+    def params(self) -> HMMParams:
+        return self.corpus.unseen_params if self.split == UNSEEN_SPLIT else self.corpus.params
+
+    @property
+    def layout(self) -> SampleLayout:
+        return self.corpus.layout
 
 
 def open_corpus(source: str | HMMMixtureConfig, num_proc: int | None = None) -> Corpus:

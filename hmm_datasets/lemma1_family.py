@@ -44,10 +44,11 @@ import numpy as np
 import torch
 
 from .bayes import BayesOptimalPredictor
-from .memory import FIT_FLOOR, check_memories, fit_exponential_decay, rank_correlation, total_variation
+from .memory import FIT_FLOOR, fit_exponential_decay, rank_correlation, total_variation
 from .observability import observability_coefficient
 from .params import HMMParams
 from .sampler import SamplingTables, sample_chains
+from .windows import check_memories
 
 BOOTSTRAP_RESAMPLES = 200
 

@@ -37,32 +37,18 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from .bayes import BayesOptimalPredictor, position_in_segment
+from .bayes import BayesOptimalPredictor
 from .cache import cached
 from .config import HMMMixtureConfig
 from .observability import observability_coefficient
 from .params import HMMParams, sample_hmm_params
 from .sampler import SamplingTables, generate_rows
 from .scoring import next_token_scores
+from .windows import check_memories, position_in_segment
 
 BOOTSTRAP_RESAMPLES = 200
 FIT_FLOOR = 1e-12  # TV at or below this is exact agreement up to rounding: left out of the fit
 LOW_RANK = 2  # transition rank of the low-rank variant `low_rank_lemma1` measures by default
-
-
-def check_memories(memories: Sequence[int]) -> list[int]:
-    """The memories as a list of ints; `ValueError` naming the bad value otherwise."""
-    values = list(memories)
-    if not values:
-        raise ValueError("memories is empty: give at least one memory length L >= 1, e.g. (1, 2, 4, 8).")
-    seen = set()
-    for value in values:
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"memories contains {value!r}: every memory must be an integer >= 1 (tokens).")
-        if int(value) in seen:
-            raise ValueError(f"memories contains {value!r} twice: give each memory length once.")
-        seen.add(int(value))
-    return [int(value) for value in values]
 
 
 def scored_positions(input_ids: torch.Tensor, delimiter: int) -> torch.Tensor:

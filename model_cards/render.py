@@ -31,12 +31,6 @@ from . import (
     STUDY_REPORT_TEMPLATE,
 )
 
-SHUFFLE_PART_LABELS = {  # probe_results.json metric -> row of the results' shuffle table
-    "position_only_change": "position-only part",
-    "content_change": "content part",
-    "weighted_attention_tv": "weighted attention TV",
-}
-
 
 # ---- markdown ------------------------------------------------------------------------------
 def render_results_section(summary: dict) -> str:
@@ -54,7 +48,6 @@ def render_results_section(summary: dict) -> str:
         claim_rows=claim_rows(summary["claims"]),
         beliefs=summary.get("beliefs", []),
         figures=figures,
-        shuffle_parts=SHUFFLE_PART_LABELS,
     )
 
 
@@ -400,6 +393,101 @@ def split_spread_text(spread: dict) -> str:
 def claim_rows(claims: list[dict]) -> list[list[str]]:
     """The cells of the claims table (`CLAIM_COLUMNS`) of decided claims."""
     return [[cell(claim) for _, cell in CLAIM_COLUMNS] for claim in claims]
+
+
+def format_probe_summary(probes: dict) -> str:
+    """A probe summary (`probing.summary.summarize_probe_results`) as plain text: the per-layer
+    tables, the first layers reaching the headroom, the shuffle test and the paper's patterns."""
+    columns = probes["columns"]
+    widths = [max(15, len(column)) for column in columns]
+    lines = [
+        f"Probe accuracy on probe-test positions ({probes['num_probe_rows']} rows); in brackets the "
+        "fraction of the headroom above the token-only baseline reached (1: the ceiling)",
+        f"{'layer':>6}  " + "  ".join(f"{column:>{width}}" for column, width in zip(columns, widths)),
+    ]
+    labelled = [(row["layer"], row["cells"]) for row in probes["layers"]]
+    labelled += [
+        (label, probes[key])
+        for label, key in (("token", "token_baseline"), ("chance", "chance"), ("best", "ceiling"))
+    ]
+    lines += [
+        f"{label:>6}  " + "  ".join(f"{cell:>{width}}" for cell, width in zip(cells, widths))
+        for label, cells in labelled
+    ]
+    lines.append(
+        "(token: majority label of the current token, within task for the hidden state; best: oracle filter "
+        "for the hidden state, Bayes-optimal task posterior for the task)"
+    )
+    lines += ["", "First layer reaching half / 90% of the headroom, by position (95% CI):"]
+    lines += [f"  {row['positions']:>6}: " + "; ".join(row["cells"]) for row in probes["headroom"]]
+    return "\n".join([*lines, *_shuffle_lines(probes), *_pattern_lines(probes["patterns"])])
+
+
+def _shuffle_lines(probes: dict) -> list[str]:
+    """The shuffle test's per-layer changes and parts (or why it did not run)."""
+    if not probes["shuffle"]:
+        why = probes["skipped"].get("shuffle_test", "no shuffle records")
+        return ["", f"Shuffle test: not run ({why})."]
+    lines = [
+        "",
+        "Shuffle test: relative change of test-query -> demonstration attention logits, per layer",
+        "  "
+        + "  ".join(
+            f"L{r['layer']}: {r['value']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
+            for r in probes["shuffle"]
+        ),
+    ]
+    for part in probes["shuffle_parts"]:
+        lines.append(
+            f"  {part['label']}: " + "  ".join(f"L{r['layer']}: {r['value']:.3f}" for r in part["rows"])
+        )
+    return lines
+
+
+def _pattern_lines(patterns: dict) -> list[str]:
+    """Figures 2, 3(a) and 3(b)'s patterns as numbers, with their intervals."""
+    figure2, figure3a, figure3b = patterns.get("figure2"), patterns["figure3a"], patterns["figure3b"]
+    if figure2 is None:
+        figure2_line = "  Fig 2  not measured: the shuffle test did not run"
+    else:
+        figure2_line = (
+            f"  Fig 2  upper layers {figure2['upper_layers']} minus lower {figure2['lower_layers']}, relative "
+            f"change: {figure2['upper_minus_lower']:+.3f} {_pair(figure2['upper_minus_lower_ci'])}"
+        )
+    peaks = ", ".join(
+        f"k={d}: layer {v['peak_layer']} ({v['peak_accuracy']:.3f})"
+        for d, v in figure3b["by_distance"].items()
+    )
+    lines = [
+        "",
+        "The paper's patterns as numbers (95% bootstrap intervals over rows; the claims are decided by the "
+        "study's rule, printed below by hmm-probe):",
+        figure2_line,
+        f"  Fig 3a on {figure3a['positions']} positions: task's first-reach layer minus the hidden state's, mean over "
+        f"f = 0.50..0.95, / L: {_number(figure3a['mean_reach_difference'])} {_pair(figure3a['mean_reach_difference_ci'])}; "
+        f"task headroom fraction {_number(figure3a['task_first_layer_fraction'])} -> "
+        f"{_number(figure3a['task_last_layer_fraction'])}",
+        f"  Fig 3b peak accuracy, nearest minus farthest: {figure3b['accuracy_drop']:+.3f} "
+        f"{_pair(figure3b['accuracy_drop_ci'])}; peak layer shift {figure3b['peak_layer_shift']:+d} "
+        f"{_pair(figure3b['peak_layer_shift_ci'], '+.1f')}",
+        f"         peaks: {peaks}",
+    ]
+    before_norm = [
+        f"k={d}: {v['last_layer_before_final_norm']['value']:.3f}"
+        for d, v in figure3b["by_distance"].items()
+        if v.get("last_layer_before_final_norm")
+    ]
+    if before_norm:
+        lines.append(f"         last layer before the final norm: {', '.join(before_norm)}")
+    return lines
+
+
+def _number(value, spec: str = ".3f") -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
+def _pair(values, spec: str = "+.3f") -> str:
+    return f"[{_number(values[0], spec)}, {_number(values[1], spec)}]"
 
 
 def claim_line(claim: dict) -> str:

@@ -41,6 +41,12 @@ CEILINGS = {"hidden_state": "oracle_accuracy", "task": "bayes_optimal_accuracy"}
 REACH_FRACTIONS = tuple(round(f, 2) for f in np.arange(0.5, 0.951, 0.05))
 BEFORE_NORM_METRIC = "accuracy_before_final_norm"
 DECIDING_POSITIONS = "demo1"  # where Figure 3(a)'s claims are decided: the task is still uncertain there
+TWIN_PREFIX = "untrained_"  # a metric of the untrained twin: `untrained_accuracy`, `untrained_r2`, ...
+
+
+def twin_metric(metric: str) -> str:
+    """The name of `metric` measured on the untrained twin."""
+    return TWIN_PREFIX + metric
 
 
 class Draws(dict):

@@ -11,7 +11,7 @@ from hmm_datasets import SampleLayout
 
 from .belief import BELIEF_GROUPS
 from .figures import pyplot, save_figure
-from .layerwise import BEFORE_NORM_METRIC, CEILINGS, curve, find
+from .layerwise import BEFORE_NORM_METRIC, CEILINGS, curve, find, twin_metric
 
 PROBES_JSON = "probe_results.json"
 PROBE_FIGURES = {  # figure -> file name in a probing output folder (Figure 7: one per attention row)
@@ -84,7 +84,7 @@ def plot_figure3a(results: dict, path: Path) -> Path:
     names = {"hidden_state": "hidden state (within task)", "task": "task identity"}
     for color, target in zip(("C0", "C1"), ("hidden_state", "task")):
         _band(left, curve(records, target), names[target], color)
-        untrained = curve(records, target, "untrained_accuracy")
+        untrained = curve(records, target, twin_metric("accuracy"))
         if untrained["layer"].size:
             left.plot(
                 untrained["layer"], untrained["value"], ":", color=color, label=f"{names[target]}: untrained"

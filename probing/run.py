@@ -12,6 +12,7 @@ baseline; `probing` returns curves and numbers, never a verdict.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from dataclasses import dataclass
@@ -44,21 +45,20 @@ from .layerwise import (
     BEFORE_NORM_METRIC,
     CEILINGS,
     DECIDING_POSITIONS,
+    TWIN_PREFIX,
     accuracy_curves,
     counts_to_records,
-    find,
     group_counts,
     headroom_records,
     hidden_state_and_task_patterns,
     layerwise_probes,
     previous_token_patterns,
     probe_targets,
-    reference_cells,
     relative_depth,
-    table_cells,
+    twin_metric,
 )
 from .probes import ProbeSettings
-from .shuffle import PART_METRICS, WEIGHTED_TV_METRIC, shuffle_patterns, shuffle_records, shuffle_test
+from .shuffle import shuffle_patterns, shuffle_records, shuffle_test
 
 DECIDED_ON_FIRST_DEMO = ("hidden_state", "task")  # Figure 3(a)'s targets: refitted on demonstration 1
 HALVES_STREAM = 104729  # the seed stream that cuts each split's probe-test rows in two halves
@@ -85,171 +85,109 @@ def run_probing(
     architecture alone gives, the control every effect is measured against.
     """
     check_causal_lm(model)
-    check_model_fits_corpus(model.config, corpus.config)
-    layout = corpus.layout
+    for network in (model, untrained_model):
+        if network is not None:
+            check_model_fits_corpus(network.config, corpus.config)
     for distance in config.distances:
-        check_distance(distance, layout)
+        check_distance(distance, corpus.layout)
     layers = resolve_layers(model, config.layers)
     test_split = corpus.split("test")
     shuffle_rows = config.shuffle_rows or min(256, len(test_split))
     _check_rows(config, shuffle_rows, len(test_split))
+    test_ids = np.stack(test_split.select(range(shuffle_rows)).with_format("numpy")["input_ids"])
     device = str(model_device(model))
-    timings, started = {}, time.perf_counter()
-
-    tasks = probe_tasks(corpus.params, config.num_probe_tasks)
-    rows = sample_probe_rows(corpus.config, corpus.params, tasks, config.rows_per_task, config.seed)
-    labels = position_labels(rows, layout, config.distances)
-    positions = sample_positions(layout, len(rows["task_id"]), config.positions_per_row, config.seed)
-    at_positions = {name: np.take_along_axis(np.asarray(v), positions, axis=1) for name, v in labels.items()}
-    split = split_rows(rows["task_id"], config.probe_train_fraction, config.seed)
-    membership = np.take_along_axis(
-        np.broadcast_to(
-            position_group_mask(layout)[:, None], (len(POSITION_GROUPS), *np.shape(rows["input_ids"]))
-        ),
-        np.broadcast_to(positions, (len(POSITION_GROUPS), *positions.shape)),
-        axis=2,
-    )
-
-    last = model.config.num_hidden_layers
-    # a pre-norm model's last layer is also probed as it leaves the residual stream
-    with_before_norm = final_norm(model) is not None and last in layers
-
-    def capture(of_model, before_final_norm: bool = False):
-        return capture_hidden_states(
-            of_model,
-            rows["input_ids"],
-            positions,
-            layers=layers,
-            dtype=config.dtype,
-            batch_size=config.batch_size,
-            progress=progress,
-            before_final_norm=before_final_norm,
-        )
-
-    features = capture(model, with_before_norm)
-    before_norm, features = features[len(layers) :], features[: len(layers)]
-    timings["capture"] = time.perf_counter() - started
-
-    started = time.perf_counter()
-    targets = probe_targets(config.distances)
-    row_task = np.asarray(rows["task_id"]).astype(np.int64)
-    groups = {target: np.zeros_like(row_task) for target in targets}
-    groups["hidden_state"] = row_task  # one probe per task: states of different HMMs share nothing
     settings = ProbeSettings(config.l2, config.max_iter, device)
-    common = {
-        "settings": settings,
-        "membership": membership,
-        "groups": POSITION_GROUPS,
-        "num_resamples": config.num_resamples,
-        "seed": config.seed,
-        "progress": progress,
-    }
-    records, draws = layerwise_probes(features, layers, at_positions, targets, groups, split, **common)
-    records = refit_on_deciding_positions(
-        records, draws, features, layers, at_positions, groups, split, common
-    )
-    records += ceiling_records(
-        corpus, rows, positions, at_positions, tasks, split[1], membership, config, draws
-    )
-    check_belief_columns(rows)
-    beliefs = belief_states(
-        corpus.params, rows["input_ids"], rows["task_id"], positions, belief_tasks(corpus.params, tasks)
-    )
-    records += belief_records(features, layers, beliefs, membership, POSITION_GROUPS, split)
-    for target in CEILINGS:
-        records += headroom_records(draws, target, layers, POSITION_GROUPS)
-    if with_before_norm:
-        records += layerwise_probes(
-            before_norm, [last], at_positions, targets, groups, split, metric=BEFORE_NORM_METRIC, **common
-        )[0]
-    timings["probes"] = time.perf_counter() - started
-    if untrained_model is not None:
-        started = time.perf_counter()
-        check_model_fits_corpus(untrained_model.config, corpus.config)
-        untrained = capture(untrained_model, with_before_norm)
-        untrained_before_norm, untrained = untrained[len(layers) :], untrained[: len(layers)]
-        found, untrained_draws = layerwise_probes(
-            untrained, layers, at_positions, targets, groups, split, metric="untrained_accuracy", **common
-        )
-        records += refit_on_deciding_positions(
-            found,
-            untrained_draws,
-            untrained,
-            layers,
-            at_positions,
-            groups,
-            split,
-            common,
-            "untrained_accuracy",
+    timings: dict[str, float] = {}
+
+    with timed(timings, "capture"):
+        probe = probe_rows(corpus, config)
+        # a pre-norm model's last layer is also probed as it leaves the residual stream
+        before_norm = final_norm(model) is not None and model.config.num_hidden_layers in layers
+        features = capture(model, probe, layers, config, progress, before_norm)
+    with timed(timings, "probes"):
+        common = probe_settings(probe, config, settings, progress)
+        records, draws = network_records(features.layers, layers, probe, common)
+        records += ceiling_records(corpus, probe, config, draws)
+        check_belief_columns(probe.rows)
+        kept_tasks = belief_tasks(corpus.params, probe.tasks)
+        beliefs = belief_states(
+            corpus.params, probe.rows["input_ids"], probe.rows["task_id"], probe.positions, kept_tasks
         )
         records += belief_records(
-            untrained, layers, beliefs, membership, POSITION_GROUPS, split, "untrained_"
+            features.layers, layers, beliefs, probe.membership, POSITION_GROUPS, probe.split
         )
-        timings["untrained_probes"] = time.perf_counter() - started
-
-    started = time.perf_counter()
-    networks = {"trained": read_out(features, before_norm)}
+        for target in CEILINGS:
+            records += headroom_records(draws, target, layers, POSITION_GROUPS)
+        if before_norm:
+            last = [model.config.num_hidden_layers]
+            records += layerwise_probes(
+                features.before_norm,
+                last,
+                probe.labels,
+                probe.targets,
+                probe.groups,
+                probe.split,
+                metric=BEFORE_NORM_METRIC,
+                **common,
+            )[0]
+    networks = {"trained": features}
     if untrained_model is not None:
-        networks["twin"] = read_out(untrained, untrained_before_norm)
-    vocab_size = corpus.config.vocab_size
-    networks["tokens"] = torch.as_tensor(token_features(rows["input_ids"], positions, layout, vocab_size))[
-        None
-    ]
-    deciding = POSITION_GROUPS.index(DECIDING_POSITIONS)
-    inputs = SplitInputs(
-        labels=at_positions,
-        targets=[f"previous_token_{d}" for d in config.distances],
-        beliefs=beliefs,
-        membership=membership[deciding : deciding + 1],
-        row_tasks=row_task,
-    )
-    splits = {
-        "seeds": list(config.split_seeds),
-        "positions": DECIDING_POSITIONS,
-        "curves": [
-            split_curves(
-                networks,
-                inputs,
-                split_rows(rows["task_id"], config.probe_train_fraction, seed),
-                seed,
-                settings,
-                progress,
+        with timed(timings, "untrained_probes"):
+            twin = capture(untrained_model, probe, layers, config, progress, before_norm)
+            records += network_records(twin.layers, layers, probe, common, twin_metric("accuracy"))[0]
+            records += belief_records(
+                twin.layers, layers, beliefs, probe.membership, POSITION_GROUPS, probe.split, TWIN_PREFIX
             )
-            for seed in config.split_seeds
-        ],
-    }
-    timings["splits"] = time.perf_counter() - started
-
-    started = time.perf_counter()
-    test_ids = np.stack(test_split.select(range(shuffle_rows)).with_format("numpy")["input_ids"])
-
-    def shuffled(of_model) -> dict[str, np.ndarray]:
-        batch_size = max(1, config.batch_size // 4)
-        return shuffle_test(
-            of_model, test_ids, layout, seed=config.seed, batch_size=batch_size, progress=progress
+        networks["twin"] = twin
+    with timed(timings, "splits"):
+        splits = claim_splits(networks, probe, beliefs, corpus, config, settings, progress)
+    with timed(timings, "shuffle_test"):
+        patterns, skipped, shuffled = shuffle_analysis(
+            model, untrained_model, test_ids, corpus.layout, config, progress
         )
+        records += shuffled
+    with timed(timings, "attention_maps"):
+        attention = attention_weights(model, test_ids[list(config.attention_rows)]).numpy()
 
-    patterns, skipped = {}, {}
-    refused = shuffle_unavailable(model)
-    if refused is None:
-        changes = shuffled(model)
-        records += shuffle_records(changes, config.num_resamples, config.seed)
-        patterns["figure2"] = shuffle_patterns(changes, config.num_resamples, config.seed)
-        if untrained_model is not None:  # the same rows and derangements: the twin's profile
-            patterns["figure2_untrained"] = shuffle_patterns(
-                shuffled(untrained_model), config.num_resamples, config.seed
-            )
-    else:
-        skipped["shuffle_test"] = refused
-    timings["shuffle_test"] = time.perf_counter() - started
+    results = probe_results(
+        model,
+        corpus,
+        config,
+        layers,
+        probe,
+        records=records,
+        draws=draws,
+        splits=splits,
+        patterns=patterns,
+        skipped=skipped,
+        num_shuffle_rows=int(test_ids.shape[0]),
+        device=device,
+        timings=timings,
+    )
+    return ProbeResult(results, attention, corpus.layout)
 
-    started = time.perf_counter()
-    attention = attention_weights(model, test_ids[list(config.attention_rows)]).numpy()
-    timings["attention_maps"] = time.perf_counter() - started
 
-    results = {
+def probe_results(
+    model,
+    corpus: Corpus,
+    config: ProbeConfig,
+    layers: list[int],
+    probe: ProbeRows,
+    *,
+    records: list[dict],
+    draws,
+    splits: dict,
+    patterns: dict,
+    skipped: dict,
+    num_shuffle_rows: int,
+    device: str,
+    timings: dict,
+) -> dict:
+    """The JSON-ready results of a run (probe_results.json): what was probed, how, every
+    record, the claims' split curves and the paper's patterns."""
+    return {
         "corpus": corpus.source,
-        "layout": dataclasses.asdict(layout),
+        "layout": dataclasses.asdict(corpus.layout),
         "model": {
             "num_hidden_layers": model.config.num_hidden_layers,
             "num_attention_heads": model.config.num_attention_heads,
@@ -259,10 +197,10 @@ def run_probing(
         "settings": config.to_dict(),
         "layers": layers,
         "relative_depth": relative_depth(layers, model.config.num_hidden_layers),
-        "probe_tasks": tasks.tolist(),
-        "num_probe_rows": {"train": int(split[0].size), "test": int(split[1].size)},
-        "probe_rows": {"train": split[0].tolist(), "test": split[1].tolist()},
-        "num_shuffle_rows": int(test_ids.shape[0]),
+        "probe_tasks": probe.tasks.tolist(),
+        "num_probe_rows": {"train": int(probe.split[0].size), "test": int(probe.split[1].size)},
+        "probe_rows": {"train": probe.split[0].tolist(), "test": probe.split[1].tolist()},
+        "num_shuffle_rows": num_shuffle_rows,
         "model_type": model.config.model_type,
         "skipped": skipped,  # analysis -> why it cannot run on this model
         "records": records,
@@ -276,7 +214,176 @@ def run_probing(
         },
         "timings_s": timings,
     }
-    return ProbeResult(results, attention, layout)
+
+
+@contextlib.contextmanager
+def timed(timings: dict[str, float], name: str):
+    """`timings[name]`: the seconds the block took."""
+    started = time.perf_counter()
+    yield
+    timings[name] = time.perf_counter() - started
+
+
+@dataclass
+class ProbeRows:
+    """The probe rows and what is read at their probed positions: `rows` (the sampled rows'
+    columns), the probed `tasks`, `positions [R, P]`, `labels` (name -> `[R, P]`), `split` (the
+    probe-train and probe-test rows), `membership [G, R, P]` (which positions belong to each of
+    `POSITION_GROUPS`), each row's task, and `groups` (target -> `[R]`: rows whose probe is
+    fitted apart)."""
+
+    rows: dict
+    tasks: np.ndarray
+    positions: np.ndarray
+    labels: dict[str, np.ndarray]
+    split: tuple[np.ndarray, np.ndarray]
+    membership: np.ndarray
+    row_tasks: np.ndarray
+    groups: dict[str, np.ndarray]
+
+    @property
+    def targets(self) -> list[str]:
+        """What the classification probes read: the hidden state, the task, the previous tokens."""
+        return list(self.groups)
+
+
+def probe_rows(corpus: Corpus, config: ProbeConfig) -> ProbeRows:
+    """Fresh rows of the first `num_probe_tasks` tasks, their probed positions, labels and split."""
+    layout = corpus.layout
+    tasks = probe_tasks(corpus.params, config.num_probe_tasks)
+    rows = sample_probe_rows(corpus.config, corpus.params, tasks, config.rows_per_task, config.seed)
+    labels = position_labels(rows, layout, config.distances)
+    positions = sample_positions(layout, len(rows["task_id"]), config.positions_per_row, config.seed)
+    at_positions = {name: np.take_along_axis(np.asarray(v), positions, axis=1) for name, v in labels.items()}
+    shape = (len(POSITION_GROUPS), *np.shape(rows["input_ids"]))
+    membership = np.take_along_axis(
+        np.broadcast_to(position_group_mask(layout)[:, None], shape),
+        np.broadcast_to(positions, (len(POSITION_GROUPS), *positions.shape)),
+        axis=2,
+    )
+    row_tasks = np.asarray(rows["task_id"]).astype(np.int64)
+    groups = {target: np.zeros_like(row_tasks) for target in probe_targets(config.distances)}
+    groups["hidden_state"] = row_tasks  # one probe per task: states of different HMMs share nothing
+    split = split_rows(rows["task_id"], config.probe_train_fraction, config.seed)
+    return ProbeRows(rows, tasks, positions, at_positions, split, membership, row_tasks, groups)
+
+
+@dataclass
+class Features:
+    """A network's hidden states at the probed positions, `layers [layers, R, P, D]`, and its
+    last layer before the final norm, `before_norm [1, R, P, D]` (empty: not captured so)."""
+
+    layers: torch.Tensor
+    before_norm: torch.Tensor
+
+    def read_out(self) -> torch.Tensor:
+        """The layers with the last one read before the final norm where it was captured so."""
+        return (
+            self.layers if self.before_norm.shape[0] == 0 else torch.cat([self.layers[:-1], self.before_norm])
+        )
+
+
+def capture(
+    model, probe: ProbeRows, layers: list[int], config: ProbeConfig, progress: bool, before_norm: bool
+):
+    captured = capture_hidden_states(
+        model,
+        probe.rows["input_ids"],
+        probe.positions,
+        layers=layers,
+        dtype=config.dtype,
+        batch_size=config.batch_size,
+        progress=progress,
+        before_final_norm=before_norm,
+    )
+    return Features(captured[: len(layers)], captured[len(layers) :])
+
+
+def probe_settings(probe: ProbeRows, config: ProbeConfig, settings: ProbeSettings, progress: bool) -> dict:
+    """The keyword arguments every `layerwise_probes` call of a run shares."""
+    return {
+        "settings": settings,
+        "membership": probe.membership,
+        "groups": POSITION_GROUPS,
+        "num_resamples": config.num_resamples,
+        "seed": config.seed,
+        "progress": progress,
+    }
+
+
+def network_records(
+    features: torch.Tensor, layers: list[int], probe: ProbeRows, common: dict, metric: str = "accuracy"
+) -> tuple[list[dict], dict]:
+    """The classification probes of one network at every layer and position group, its
+    hidden-state and task probes on the first demonstration refitted there: records and draws."""
+    records, draws = layerwise_probes(
+        features, layers, probe.labels, probe.targets, probe.groups, probe.split, metric=metric, **common
+    )
+    records = refit_on_deciding_positions(
+        records, draws, features, layers, probe.labels, probe.groups, probe.split, common, metric
+    )
+    return records, draws
+
+
+def claim_splits(
+    networks: dict[str, Features],
+    probe: ProbeRows,
+    beliefs: dict[str, np.ndarray],
+    corpus: Corpus,
+    config: ProbeConfig,
+    settings: ProbeSettings,
+    progress: bool,
+) -> dict:
+    """The curves the claims read on each of `config.split_seeds`' probe splits, for each network
+    read out at its last layer before the final norm, and the token-only baseline."""
+    features = {name: network.read_out() for name, network in networks.items()}
+    tokens = token_features(probe.rows["input_ids"], probe.positions, corpus.layout, corpus.config.vocab_size)
+    features["tokens"] = torch.as_tensor(tokens)[None]
+    deciding = POSITION_GROUPS.index(DECIDING_POSITIONS)
+    inputs = SplitInputs(
+        labels=probe.labels,
+        targets=[f"previous_token_{d}" for d in config.distances],
+        beliefs=beliefs,
+        membership=probe.membership[deciding : deciding + 1],
+        row_tasks=probe.row_tasks,
+    )
+    curves = [
+        split_curves(
+            features,
+            inputs,
+            split_rows(probe.rows["task_id"], config.probe_train_fraction, seed),
+            seed,
+            settings,
+            progress,
+        )
+        for seed in config.split_seeds
+    ]
+    return {"seeds": list(config.split_seeds), "positions": DECIDING_POSITIONS, "curves": curves}
+
+
+def shuffle_analysis(
+    model, untrained_model, test_ids: np.ndarray, layout: SampleLayout, config: ProbeConfig, progress: bool
+) -> tuple[dict, dict, list[dict]]:
+    """Figure 2: the shuffle test of the model, and of its twin on the same rows and
+    derangements, as `(patterns, skipped, records)`; a model without rotary positions skips it,
+    saying why."""
+    refused = shuffle_unavailable(model)
+    if refused is not None:
+        return {}, {"shuffle_test": refused}, []
+
+    def shuffled(of_model) -> dict[str, np.ndarray]:
+        batch_size = max(1, config.batch_size // 4)
+        return shuffle_test(
+            of_model, test_ids, layout, seed=config.seed, batch_size=batch_size, progress=progress
+        )
+
+    changes = shuffled(model)
+    patterns = {"figure2": shuffle_patterns(changes, config.num_resamples, config.seed)}
+    if untrained_model is not None:
+        patterns["figure2_untrained"] = shuffle_patterns(
+            shuffled(untrained_model), config.num_resamples, config.seed
+        )
+    return patterns, {}, shuffle_records(changes, config.num_resamples, config.seed)
 
 
 def refit_on_deciding_positions(
@@ -300,12 +407,6 @@ def refit_on_deciding_positions(
         if r.get("positions") != DECIDING_POSITIONS or (r["target"], r["metric"], r["layer"]) not in replaced
     ]
     return kept + own
-
-
-def read_out(features: torch.Tensor, before_norm: torch.Tensor) -> torch.Tensor:
-    """`features [layers, R, P, D]` with the last layer read before the final norm where it was
-    captured so (`before_norm [1, ...]`; empty for a model without a final norm)."""
-    return features if before_norm.shape[0] == 0 else torch.cat([features[:-1], before_norm])
 
 
 @dataclass
@@ -392,14 +493,13 @@ def _check_rows(config: ProbeConfig, shuffle_rows: int, num_test_rows: int) -> N
         raise ValueError(f"attention_rows {bad} must index the first shuffle_rows={shuffle_rows} test rows.")
 
 
-def ceiling_records(
-    corpus, rows, positions, at_positions, tasks, test_rows, membership, config, draws
-) -> list[dict]:
+def ceiling_records(corpus: Corpus, probe: ProbeRows, config: ProbeConfig, draws) -> list[dict]:
     """What the best decoder could reach on the probe-test positions, per position group: the
     Bayes-optimal task posterior (argmax over the probed tasks) and the oracle's filtered
     hidden state. Bootstrapped on the probes' row resamples (their draws go to `draws`)."""
-    ids, row_task = np.asarray(rows["input_ids"])[test_rows], np.asarray(rows["task_id"])[test_rows]
-    where = positions[test_rows]
+    test_rows, tasks = probe.split[1], probe.tasks
+    ids, row_task = np.asarray(probe.rows["input_ids"])[test_rows], probe.row_tasks[test_rows]
+    where = probe.positions[test_rows]
     bayes = hmm_datasets.BayesOptimalPredictor(corpus.params)
     guesses = []
     for chunk in np.array_split(np.arange(ids.shape[0]), max(1, ids.shape[0] // 16)):
@@ -409,9 +509,9 @@ def ceiling_records(
     state_guess = np.take_along_axis(oracle_state_estimates(corpus.params, ids, row_task), where, axis=1)
     out = []
     for target, guess in (("task", task_guess), ("hidden_state", state_guess)):
-        truth = at_positions[target][test_rows]
+        truth = probe.labels[target][test_rows]
         hits = np.where(truth >= 0, (guess == truth).astype(np.int8), np.int8(-1))[None]
-        correct, total = group_counts(hits, membership[:, test_rows])
+        correct, total = group_counts(hits, probe.membership[:, test_rows])
         out += counts_to_records(
             target,
             None,
@@ -424,171 +524,3 @@ def ceiling_records(
             draws,
         )
     return out
-
-
-def summarize_probe_results(results: dict) -> dict:
-    """Per-layer probe accuracies, chance and ceilings, and the shuffle test of `probe_results.json`,
-    as the cards show them (`model_cards.render`)."""
-    records = results["records"]
-    distances = results["settings"]["distances"]
-    targets = probe_targets(distances)
-    columns = ["hidden state (within task)", "task", *(f"token {d} back" for d in distances)]
-    references = reference_cells(records, targets)
-    return {
-        "num_probe_rows": results["num_probe_rows"]["test"],
-        "num_probe_tasks": len(results["probe_tasks"]),
-        "num_hidden_layers": results["model"]["num_hidden_layers"],
-        "columns": columns,
-        "layers": [
-            {"layer": layer, "cells": table_cells(records, targets, layer)} for layer in results["layers"]
-        ],
-        **references,
-        "headroom": headroom_table(results),
-        "shuffle": [
-            {key: record[key] for key in ("layer", "value", "ci_low", "ci_high")}
-            for record in records
-            if record["target"] == "shuffle"
-            and record["head"] is None
-            and record["metric"] == PART_METRICS["total"]
-        ],
-        "shuffle_parts": {
-            metric: [
-                {key: record[key] for key in ("layer", "value", "ci_low", "ci_high")}
-                for record in records
-                if record["target"] == "shuffle" and record["head"] is None and record["metric"] == metric
-            ]
-            for metric in (*list(PART_METRICS.values())[1:], WEIGHTED_TV_METRIC)
-        },
-        "task_bayes_accuracy": find(records, "task", "bayes_optimal_accuracy")["value"],
-        "hidden_state_oracle_accuracy": find(records, "hidden_state", "oracle_accuracy")["value"],
-        "patterns": results["patterns"],
-    }
-
-
-def format_summary(results: dict) -> str:
-    """The per-layer tables and the patterns, as plain text."""
-    records = results["records"]
-    distances = results["settings"]["distances"]
-    targets = probe_targets(distances)
-    names = ["state", "task", *(f"prev {d}" for d in distances)]
-    lines = [
-        f"Probe accuracy on probe-test positions ({results['num_probe_rows']['test']} rows); in brackets the "
-        "fraction of the headroom above the token-only baseline reached (1: the ceiling)",
-        f"{'layer':>6}  " + "  ".join(f"{name:>15}" for name in names),
-    ]
-    for layer in results["layers"]:
-        cells = table_cells(records, targets, layer)
-        lines.append(f"{layer:>6}  " + "  ".join(f"{cell:>15}" for cell in cells))
-    references = reference_cells(records, targets)
-    for label, key in (("token", "token_baseline"), ("chance", "chance"), ("best", "ceiling")):
-        lines.append(f"{label:>6}  " + "  ".join(f"{cell:>15}" for cell in references[key]))
-    lines.append(
-        "(token: majority label of the current token, within task for the hidden state; best: oracle filter "
-        "for the hidden state, Bayes-optimal task posterior for the task)"
-    )
-    lines += ["", "First layer reaching half / 90% of the headroom, by position (95% CI):"]
-    for row in headroom_table(results):
-        lines.append(f"  {row['positions']:>6}: " + "; ".join(row["cells"]))
-
-    lines += shuffle_lines(results)
-    figure3a, figure3b = (results["patterns"][key] for key in ("figure3a", "figure3b"))
-    peaks = ", ".join(
-        f"k={d}: layer {v['peak_layer']} ({v['peak_accuracy']:.3f})"
-        for d, v in figure3b["by_distance"].items()
-    )
-    lines += [
-        "",
-        "The paper's patterns as numbers (95% bootstrap intervals over rows; the claims are decided by the "
-        "study's rule, printed below by hmm-probe):",
-        figure2_line(results),
-        f"  Fig 3a on {figure3a['positions']} positions: task's first-reach layer minus the hidden state's, mean over "
-        f"f = 0.50..0.95, / L: {_number(figure3a['mean_reach_difference'])} {_pair(figure3a['mean_reach_difference_ci'])}; "
-        f"task headroom fraction {_number(figure3a['task_first_layer_fraction'])} -> "
-        f"{_number(figure3a['task_last_layer_fraction'])}",
-        f"  Fig 3b peak accuracy, nearest minus farthest: {figure3b['accuracy_drop']:+.3f} "
-        f"{_pair(figure3b['accuracy_drop_ci'])}; peak layer shift {figure3b['peak_layer_shift']:+d} "
-        f"{_pair(figure3b['peak_layer_shift_ci'], '+.1f')}",
-        f"         peaks: {peaks}",
-    ]
-    before_norm = [
-        f"k={d}: {v['last_layer_before_final_norm']['value']:.3f}"
-        for d, v in figure3b["by_distance"].items()
-        if v.get("last_layer_before_final_norm")
-    ]
-    if before_norm:
-        lines.append(f"         last layer before the final norm: {', '.join(before_norm)}")
-    return "\n".join(lines)
-
-
-def shuffle_lines(results: dict) -> list[str]:
-    """The shuffle test's per-layer changes and parts, as plain text (or why it did not run)."""
-    if "figure2" not in results["patterns"]:
-        return ["", f"Shuffle test: not run ({results['skipped']['shuffle_test']})."]
-    records = results["records"]
-    shuffle = [
-        find(records, "shuffle", "relative_logit_change", layer) for layer in _attention_layers(results)
-    ]
-    lines = [
-        "",
-        "Shuffle test: relative change of test-query -> demonstration attention logits, per layer",
-        "  "
-        + "  ".join(
-            f"L{r['layer']}: {r['value']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]" for r in shuffle
-        ),
-    ]
-    for label, metric in (
-        ("position only (keys re-rotated, content fixed)", PART_METRICS["position_only"]),
-        ("content (queries and keys from the shuffled context)", PART_METRICS["content"]),
-        ("attention TV over demonstrations (demo-mass weighted)", WEIGHTED_TV_METRIC),
-    ):
-        parts = [find(records, "shuffle", metric, layer) for layer in _attention_layers(results)]
-        if all(parts):  # absent from results written before the decomposition
-            lines.append(f"  {label}: " + "  ".join(f"L{r['layer']}: {r['value']:.3f}" for r in parts))
-    return lines
-
-
-def figure2_line(results: dict) -> str:
-    """Figure 2's pattern as a number, or why there is none."""
-    figure2 = results["patterns"].get("figure2")
-    if figure2 is None:
-        return "  Fig 2  not measured: the shuffle test did not run"
-    return (
-        f"  Fig 2  upper layers {figure2['upper_layers']} minus lower {figure2['lower_layers']}, relative change: "
-        f"{figure2['upper_minus_lower']:+.3f} {_pair(figure2['upper_minus_lower_ci'])}"
-    )
-
-
-def _attention_layers(results: dict) -> list[int]:
-    return list(range(1, results["model"]["num_hidden_layers"] + 1))
-
-
-def headroom_table(results: dict) -> list[dict]:
-    """Per position group: the first layer at which the hidden state and the task reach half and
-    90% of their headroom, with bootstrap intervals (`figure3a.by_positions`)."""
-    rows, never = [], max(results["layers"]) + 1
-
-    def layer(value, prefix: str = "") -> str:
-        return "never" if value >= never else f"{prefix}{value:.0f}"
-
-    for group, entry in results["patterns"]["figure3a"]["by_positions"].items():
-        cells = []
-        for target, name in (("hidden_state", "hidden state"), ("task", "task")):
-            if target not in entry:
-                continue
-            reach = entry[target]
-            for fraction in (0.5, 0.9):
-                i = reach["fractions"].index(fraction)
-                cells.append(
-                    f"{name} {fraction:.0%}: {layer(reach['layer'][i], 'layer ')} "
-                    f"[{layer(reach['ci_low'][i])}, {layer(reach['ci_high'][i])}]"
-                )
-        rows.append({"positions": group, "cells": cells})
-    return rows
-
-
-def _number(value, spec: str = ".3f") -> str:
-    return "n/a" if value is None else format(value, spec)
-
-
-def _pair(values, spec: str = "+.3f") -> str:
-    return f"[{_number(values[0], spec)}, {_number(values[1], spec)}]"

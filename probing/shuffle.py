@@ -62,6 +62,11 @@ PART_METRICS = {
     "demo_mass": "demo_mass",
 }
 WEIGHTED_TV_METRIC = "weighted_attention_tv"
+PART_LABELS = {  # the parts the cards and `hmm-probe` show beside the total, as they name them
+    PART_METRICS["position_only"]: "position-only part",
+    PART_METRICS["content"]: "content part",
+    WEIGHTED_TV_METRIC: "weighted attention TV",
+}
 # The paper's model has 16 layers; its Figure 2 finds layers 9..15 change less than 1..8.
 UPPER_DEPTHS = (8 / 16, 15 / 16)
 

@@ -1,41 +1,12 @@
 """The task-diversity study across K: one report from the studies' own reports.
 
-    python scripts/diversity_report.py runs/diversity-32-d4 runs/diversity-512-d4 runs/diversity-512-draw1
-    python scripts/diversity_report.py runs/diversity-* --out results/diversity --readme README.md
-
-Each folder is a `scripts/study.py` folder of a diversity study (diversity-32, diversity-512,
-diversity-8192, diversity-512-draw1) whose report stage has run (its results.json). Writes into
---out: REPORT.md (a summary of which learner the models are nearest at each K and which claims
-hold where; per cell its place on the yardsticks and its verdict table; what the corpus draw
-moves; wall times), results.json (every number of it) and figures/ (each claim's statistic
-against K, KL to each yardstick against K). With --readme, the status table between that
-file's "diversity status" marker lines is rewritten from the same numbers.
+The command `hmm-diversity-report`, run from the clone (`python scripts/diversity_report.py
+--help`); its code is `modeling_hmmroformer/experiments/commands/diversity_report.py`.
 """
 
-from __future__ import annotations
-
 import sys
-from pathlib import Path
 
-from hmm_roformer_cli import Parser, write_report  # the standard library only
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = Parser(description=__doc__)
-    parser.add_argument("studies", nargs="+", help="study folders (each with the results.json of its report)")
-    parser.add_argument("--out", default="results/diversity", help="report folder (default: %(default)s)")
-    parser.add_argument(
-        "--readme", help="a markdown file whose diversity status table to rewrite (default: none)"
-    )
-    args = parser.parse_args(argv)
-    # after parsing: --help imports nothing heavy
-    from modeling_hmmroformer.experiments.pipeline import write_diversity_report
-
-    return write_report(
-        lambda: write_diversity_report([Path(s) for s in args.studies], Path(args.out), args.readme),
-        len(args.studies),
-    )
-
+from modeling_hmmroformer.experiments.commands.diversity_report import main
 
 if __name__ == "__main__":
     sys.exit(main())

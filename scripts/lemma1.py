@@ -1,47 +1,12 @@
 """Lemma 1 on a family of HMMs built to test it: memory decay against observability.
 
-    python scripts/lemma1.py --out results/lemma1
-    python scripts/lemma1.py --out results/lemma1/rank2 --rank 2
-
-Builds the family (`hmm_datasets.lemma1_family`: γ levels by emission rows mixed toward one
-shared row, slow-mixing transitions, stationary start), measures the TV of the memory-L
-predictor to the full one, task known and unknown, fits the decay rate per HMM, and writes
-REPORT.md, results.json and two figures into --out. Minutes on 2 CPU cores.
+The command `hmm-lemma1`, run from the clone (`python scripts/lemma1.py --help`); its code is
+`modeling_hmmroformer/experiments/commands/lemma1.py`.
 """
 
-from __future__ import annotations
-
 import sys
-import time
 
-from hmm_roformer_cli import Parser, at_least, refuse  # the standard library only
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = Parser(description=__doc__)
-    parser.add_argument("--out", required=True, help="output folder")
-    parser.add_argument("--rows", type=at_least(2), default=256, help="sequences per HMM")
-    parser.add_argument("--length", type=at_least(3), default=96, help="tokens per sequence")
-    parser.add_argument("--max-memory", type=at_least(1), default=24, help="memories L = 1..this")
-    parser.add_argument("--hmms-per-level", type=at_least(1), default=4, help="HMMs per γ level")
-    parser.add_argument("--rank", type=at_least(1), help="transition rank d (default: full rank)")
-    parser.add_argument("--seed", type=at_least(0), default=0, help="seed of the family and rows")
-    args = parser.parse_args(argv)
-    from hmm_datasets.lemma1_family import ObservabilityFamily, measure_family
-    from modeling_hmmroformer.experiments.lemma1 import lemma1_report, write_lemma1_family
-
-    start = time.perf_counter()
-    try:
-        config = ObservabilityFamily(hmms_per_level=args.hmms_per_level, rank=args.rank, seed=args.seed)
-        result = measure_family(config, range(1, args.max_memory + 1), rows=args.rows, length=args.length)
-    except ValueError as error:
-        return refuse(error)
-    result["runtime_s"] = round(time.perf_counter() - start, 1)
-    paths = write_lemma1_family(result, args.out)
-    print(lemma1_report(result))
-    print("wrote " + ", ".join(str(path) for path in paths.values()))
-    return 0
-
+from modeling_hmmroformer.experiments.commands.lemma1 import main
 
 if __name__ == "__main__":
     sys.exit(main())

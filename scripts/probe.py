@@ -2,121 +2,13 @@
 HMMRoFormer, or any transformers causal LM trained on the corpus (Llama, Qwen2 and GPT-2 are
 tested; the shuffle test needs rotary positions and is skipped, saying why, without them).
 
-    python scripts/probe.py --model runs/small/model
-    python scripts/probe.py --model org/hmm-roformer-small --data org/hmm_mixture_small --out probes
-
---model: a checkpoint folder or a Hub model id; --data: a corpus preset name, an exported
-corpus folder or a Hub dataset id (default: the corpus the checkpoint was trained on, from
-its hmm_mixture_config.json). Writes probe_results.json and the figures (default: into
-<model>/probes) and prints the tables, the paper's patterns as numbers, and the claims as the
-study's rule reads one model (its own statistics and its effects over the untrained twin and
-the token-only baseline; "undecided (1 seed)": a verdict needs six training seeds, see
-docs/study.md). The same probes run on the untrained model of the checkpoint's own
-initialisation (its training seed) as a control; --no-control skips it.
+The command `hmm-probe`, run from the clone (`python scripts/probe.py --help`); its code is
+`modeling_hmmroformer/experiments/commands/probe.py`.
 """
 
-from __future__ import annotations
-
-import argparse
 import sys
-import time
-from pathlib import Path
 
-from hmm_roformer_cli import Parser, at_least, refuse
-from probing.config import ProbeConfig  # the standard library only: --help imports nothing heavy
-
-
-def integers(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from error
-
-
-PROBE_OPTIONS = {  # ProbeConfig field -> (type on the command line, what it sets)
-    "num_probe_tasks": (at_least(1), "tasks probed"),
-    "rows_per_task": (at_least(1), "rows per task"),
-    "positions_per_row": (at_least(0), "positions per row, 0: every observation position"),
-    "distances": (integers, "previous-token distances"),
-    "layers": (integers, "hidden-state indices, 0 = embeddings"),
-    "shuffle_rows": (at_least(1), "rows of the shuffle test"),
-    "attention_rows": (integers, "Figure 7's test rows"),
-    "num_resamples": (at_least(1), "bootstrap resamples"),
-    "batch_size": (at_least(1), "rows a forward pass"),
-    "seed": (at_least(0), "seed of the probe rows and resamples"),
-    "num_splits": (at_least(1), "probe splits the claims are averaged over"),
-}
-
-
-def main(argv: list[str] | None = None) -> int:
-    defaults = ProbeConfig()
-    parser = Parser(description=__doc__)
-    parser.add_argument("--model", required=True, help="checkpoint folder or Hub model id")
-    parser.add_argument(
-        "--data", help="corpus preset, folder or Hub dataset id (default: the checkpoint's corpus)"
-    )
-    parser.add_argument("--out", help="output folder (default: <model>/probes)")
-    for name, (kind, meaning) in PROBE_OPTIONS.items():
-        default = getattr(defaults, name)
-        shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
-        shown = {"layers": "all", "shuffle_rows": "up to 256"}.get(name, shown)
-        parser.add_argument(
-            f"--{name.replace('_', '-')}", type=kind, default=default, help=f"{meaning} (default: {shown})"
-        )
-    parser.add_argument(
-        "--dtype",
-        choices=("float16", "float32"),
-        default=defaults.dtype,
-        help=f"storage of the captures (default: {defaults.dtype})",
-    )
-    parser.add_argument(
-        "--control-seed",
-        type=int,
-        help="initialisation seed of the untrained control (default: the checkpoint's training seed)",
-    )
-    parser.add_argument("--no-control", action="store_true", help="skip the untrained-model control")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
-    args = parser.parse_args(argv)
-    started = time.perf_counter()
-    import transformers
-
-    import modeling_hmmroformer  # noqa: F401  (registers the Auto classes)
-    from hmm_datasets.corpus import checkpoint_corpus, open_corpus
-    from model_cards.render import format_claims
-    from modeling_hmmroformer.experiments.settings import checkpoint_seed
-    from modeling_hmmroformer.experiments.summary import model_claims
-    from probing.architecture import check_causal_lm
-    from probing.capture import checkpoint_folder, load_causal_lm, untrained_twin
-    from probing.plots import write_probe_results
-    from probing.run import format_summary, run_probing
-
-    if args.quiet:  # transformers' own bar (loading weights) too
-        transformers.utils.logging.disable_progress_bar()
-    try:
-        folder = checkpoint_folder(args.model)
-        if folder is None and args.out is None:
-            raise ValueError("--out is required when --model is a Hub id")
-        values = {name: getattr(args, name) for name in (*PROBE_OPTIONS, "dtype")}
-        config = ProbeConfig(**{**values, "positions_per_row": args.positions_per_row or None})
-        model = load_causal_lm(args.model, check=check_causal_lm)
-        corpus = open_corpus(args.data or checkpoint_corpus(args.model))
-        control = None
-        if not args.no_control:
-            seed = args.control_seed if args.control_seed is not None else checkpoint_seed(args.model)
-            control = untrained_twin(model, seed)
-        result = run_probing(model, corpus, config, untrained_model=control, progress=not args.quiet)
-    except (ValueError, OSError) as error:
-        return refuse(error)
-    result.results["timings_s"]["total"] = time.perf_counter() - started
-    paths = write_probe_results(result, Path(args.out) if args.out else folder / "probes")
-    print(format_summary(result.results))
-    depth = result.results["model"]["num_hidden_layers"]
-    print("\nThe paper's claims, as the study's rule reads this one model (docs/study.md):")
-    print(format_claims(model_claims(None, result.results, None, depth)))
-    print(f"\nwrote {', '.join(str(path) for path in paths.values())}")
-    print(f"total time {result.results['timings_s']['total']:.1f} s")
-    return 0
-
+from modeling_hmmroformer.experiments.commands.probe import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,77 +1,12 @@
 """Train HMMRoFormer on a mixture-of-HMMs corpus (the `accelerate launch` target).
 
-    accelerate launch --cpu --num_processes 1 scripts/train.py configs/small.yaml
-    accelerate launch scripts/train.py --config configs/paper.yaml --training.max_steps 512
-    accelerate launch --cpu --num_processes 1 scripts/train.py configs/small.yaml --resume
-
-The run config (YAML or JSON) is the one positional argument, or --config. Any of its values
-is overridden with --section.field value (sections: corpus, data, model, training, run; the
-fields are listed below and in docs/fields.md). See modeling_hmmroformer/experiments/training.py.
+The command `hmm-train`, run from the clone (`python scripts/train.py --help`); its code is
+`modeling_hmmroformer/experiments/commands/train.py`.
 """
 
-from __future__ import annotations
-
 import sys
-from pathlib import Path
 
-from hmm_roformer_cli import Parser, refuse  # the standard library only
-
-FIELDS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "fields.md"
-
-
-def fields_epilog() -> str:
-    """The fields of docs/fields.md, read (not generated: --help imports nothing heavy)."""
-    text = FIELDS_PAGE.read_text() if FIELDS_PAGE.is_file() else "```text\n(see docs/fields.md)\n```"
-    return "run config fields (--section.field value):\n" + text.split("```text\n", 1)[-1].rsplit("```", 1)[0]
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = Parser(description=__doc__, epilog=fields_epilog())
-    parser.add_argument(
-        "--config", help="run config, e.g. configs/small.yaml (or give it first, without --config)"
-    )
-    parser.add_argument(
-        "--resume", action="store_true", help="continue from the run's last complete checkpoint"
-    )
-    argv = list(sys.argv[1:] if argv is None else argv)
-    config_file = argv.pop(0) if argv and not argv[0].startswith("-") else None
-    args, overrides = parser.parse_known_args(argv)
-    if (config_file is None) == (args.config is None):
-        parser.error(
-            "give the run config once: scripts/train.py configs/small.yaml (or --config configs/small.yaml)"
-        )
-    from accelerate import PartialState  # after parsing: --help imports nothing heavy
-
-    from modeling_hmmroformer.experiments.settings import load_run_config
-    from modeling_hmmroformer.experiments.training import train
-
-    try:
-        run = load_run_config(args.config or config_file, overrides)
-        metrics = train(run, resume=args.resume)
-    except ValueError as error:
-        return refuse(error)
-    if PartialState().is_main_process:  # one summary, not one per process
-        print(summary(metrics))
-    return 0
-
-
-def summary(metrics: dict) -> str:
-    """The final numbers against the Bayes-optimal predictor, on the test sequence."""
-    lines = [f"trained {metrics.get('train_tokens', 0):,} tokens in {metrics.get('train_runtime', 0):.0f}s"]
-    names = {
-        "model_accuracy": "model top-1",
-        "bayes_accuracy": "Bayes top-1",
-        "oracle_accuracy": "oracle top-1",
-        "agreement": "model argmax = Bayes argmax",
-        "kl_bayes_model": "KL(Bayes || model), nats/token",
-        "excess_nll": "model NLL - Bayes NLL, nats/token",
-    }
-    for key, label in names.items():
-        value = metrics.get(f"eval_icl/test_{key}")
-        if value is not None:
-            lines.append(f"  {label:34} {value:.3f}")
-    return "\n".join(lines)
-
+from modeling_hmmroformer.experiments.commands.train import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -126,16 +126,72 @@ def run_script(capsys):
     return run
 
 
-@pytest.fixture(scope="session")
-def reproduced_tiny(tmp_path_factory):
-    """`scripts/reproduce.py --preset tiny`, end to end, once per session: (folder, its stdout)."""
-    out = tmp_path_factory.mktemp("reproduce") / "tiny"
-    command = [sys.executable, str(ROOT / "scripts" / "reproduce.py"), "--preset", "tiny", "--out", str(out)]
-    env = {**os.environ, "HF_DATASETS_CACHE": str(out.parent / "datasets_cache")}
+# ---- the package as a user installs it: a wheel in a fresh virtual environment --------------
+WHEEL_SOURCES = ("pyproject.toml", "README.md", "LICENSE", "configs", *PLUGIN_MODULES)
+
+
+def run_checked(command: list, **kwargs) -> subprocess.CompletedProcess:
     done = subprocess.run(
-        [*command, "--quiet"], capture_output=True, text=True, env=env, timeout=600, check=False
+        [str(part) for part in command], capture_output=True, text=True, check=False, **kwargs
     )
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == 0, f"{' '.join(map(str, command))}: {done.stderr[-3000:]}"
+    return done
+
+
+@pytest.fixture(scope="session")
+def wheel_environment(tmp_path_factory) -> Path:
+    """A fresh virtual environment holding the package installed from a wheel, as a user gets it:
+    the wheel built offline from a copy of the clone's sources (the build writes nothing into the
+    clone), the dependencies this environment's own (a .pth file names its site-packages; the
+    .pth files inside, the editable install's among them, are not read). Its bin/ has the hmm-*
+    commands."""
+    import site
+    import sysconfig
+
+    root = tmp_path_factory.mktemp("wheel")
+    source = root / "source"
+    source.mkdir()
+    for name in WHEEL_SOURCES:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(ROOT / name, source / name)
+    # --ignore-installed: pip, run from this environment, sees its editable install of the package
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", "-q"]
+    run_checked(
+        [*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", root / "dist", source]
+    )
+    [wheel] = (root / "dist").glob("*.whl")
+    venv = root / "venv"
+    run_checked([sys.executable, "-m", "venv", "--without-pip", venv])
+    run_checked(
+        [
+            *pip,
+            "--python",
+            venv / "bin" / "python",
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--ignore-installed",
+            wheel,
+        ]
+    )
+    purelib = Path(sysconfig.get_path("purelib", vars={"base": str(venv), "platbase": str(venv)}))
+    (purelib / "dependencies.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    return venv
+
+
+@pytest.fixture(scope="session")
+def reproduced_tiny(tmp_path_factory, wheel_environment):
+    """`hmm-reproduce --preset tiny` as installed from the wheel (the same `main` as
+    `scripts/reproduce.py`), run from an empty folder, end to end, once per session: (folder,
+    its stdout)."""
+    workdir = tmp_path_factory.mktemp("reproduce")
+    out = workdir / "tiny"
+    command = [wheel_environment / "bin" / "hmm-reproduce", "--preset", "tiny", "--out", out, "--quiet"]
+    env = {**os.environ, "HF_DATASETS_CACHE": str(workdir / "datasets_cache")}
+    env.pop("PYTHONPATH", None)  # the wheel's package, never a clone's
+    done = run_checked(command, cwd=workdir, env=env, timeout=600)
     return out, done.stdout
 
 

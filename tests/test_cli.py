@@ -1,27 +1,47 @@
-"""Every script's `--help` tells the truth: each option has a description and shows its default,
-and the usage line names the command typed (`hmm-reproduce` through the console scripts,
-`reproduce.py` for `python scripts/reproduce.py`). Cheap: the scripts import nothing heavy
-before parsing."""
+"""The commands: each `hmm-*` console script is a `main()` of
+`modeling_hmmroformer.experiments.commands`, and `scripts/NAME.py` is a thin file that calls the
+same function. Every `--help` tells the truth: each option has a description and shows its
+default, and the usage line names the command typed (`hmm-reproduce` through the console
+scripts, `reproduce.py` for `python scripts/reproduce.py`). From a wheel, in a fresh virtual
+environment, every command answers (`wheel_environment`; `reproduced_tiny` runs its
+`hmm-reproduce --preset tiny`)."""
 
 import argparse
+import importlib
+import json
+import os
 import runpy
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-import hmm_roformer_cli as commands
+import hmm_datasets
+from modeling_hmmroformer.experiments import commands
+from modeling_hmmroformer.experiments.settings import PRESETS, REPRODUCTIONS
+
+tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted(path.stem for path in (ROOT / "scripts").glob("*.py"))
+ENTRY_POINTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+
+
+def command_name(script: str) -> str:
+    return f"hmm-{script.replace('_', '-')}"
+
+
+def command_main(script: str):
+    return importlib.import_module(f"{commands.__name__}.{script}").main
 
 
 class Parsed(Exception):
-    """Raised instead of parsing: the test has the script's parser."""
+    """Raised instead of parsing: the test has the command's parser."""
 
 
-def script_parser(name: str, monkeypatch) -> argparse.ArgumentParser:
-    """The parser `scripts/<name>.py` builds, caught where it would parse."""
+def command_parser(name: str, monkeypatch) -> argparse.ArgumentParser:
+    """The parser the command `name` builds, caught where it would parse."""
     caught = []
 
     def catch(self, args=None, namespace=None):
@@ -29,9 +49,8 @@ def script_parser(name: str, monkeypatch) -> argparse.ArgumentParser:
         raise Parsed
 
     monkeypatch.setattr(commands.Parser, "parse_known_args", catch)
-    main = runpy.run_path(str(ROOT / "scripts" / f"{name}.py"), run_name=f"script_{name}")["main"]
     with pytest.raises(Parsed):
-        main([])
+        command_main(name)([])
     [parser] = caught
     return parser
 
@@ -41,9 +60,17 @@ def shown_default(action: argparse.Action) -> bool:
     return action.default is not None and action.default is not False and action.default != argparse.SUPPRESS
 
 
+def test_every_script_is_a_console_script_and_calls_its_main():
+    assert sorted(ENTRY_POINTS) == [command_name(script) for script in SCRIPTS]
+    for script in SCRIPTS:
+        assert ENTRY_POINTS[command_name(script)] == f"{commands.__name__}.{script}:main"
+        thin = runpy.run_path(str(ROOT / "scripts" / f"{script}.py"), run_name=f"script_{script}")
+        assert thin["main"] is command_main(script), script
+
+
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_every_option_has_a_description_and_shows_its_default(name, monkeypatch):
-    parser = script_parser(name, monkeypatch)
+    parser = command_parser(name, monkeypatch)
     assert isinstance(parser, commands.Parser)
     formatter = parser._get_formatter()
     options = [action for action in parser._actions if not isinstance(action, argparse._HelpAction)]
@@ -58,25 +85,86 @@ def test_every_option_has_a_description_and_shows_its_default(name, monkeypatch)
 
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_the_usage_line_names_the_command_typed(name, monkeypatch, capsys):
-    command = f"hmm-{name.replace('_', '-')}"
-    monkeypatch.setattr(sys, "argv", [f"/somewhere/bin/{command}", "--help"])
-    with pytest.raises(SystemExit) as done:
-        getattr(commands, name)()
-    assert done.value.code == 0
-    assert capsys.readouterr().out.startswith(f"usage: {command} "), name
-    assert commands.command is None  # the next parser built in this process names its own script
-    monkeypatch.setattr(sys, "argv", [str(ROOT / "scripts" / f"{name}.py"), "--help"])
-    main = runpy.run_path(str(ROOT / "scripts" / f"{name}.py"), run_name=f"script_{name}")["main"]
-    with pytest.raises(SystemExit):
-        main(["--help"])
-    assert capsys.readouterr().out.startswith(f"usage: {name}.py "), name
+    for typed, shown in (
+        (f"/somewhere/bin/{command_name(name)}", command_name(name)),
+        (f"scripts/{name}.py", f"{name}.py"),
+    ):
+        monkeypatch.setattr(sys, "argv", [typed, "--help"])
+        with pytest.raises(SystemExit) as done:
+            command_main(name)()
+        assert done.value.code == 0
+        assert capsys.readouterr().out.startswith(f"usage: {shown} "), (name, typed)
+
+
+def test_help_lists_the_fields_and_the_named_pipelines(capsys):
+    expected = {
+        "train": ["--training.max_steps", "--model.hidden_size", "--corpus.num_tasks", "--run.loss_mask"],
+        "reproduce": REPRODUCTIONS,
+        "study": sorted(PRESETS),
+        "generate": sorted(hmm_datasets.PRESETS),
+        "figure1": ["--model"],
+        "push_to_hub": ["--dry-run"],
+        "probe": ["--num-probe-tasks", "(default: 16)"],
+    }
+    for name, shown in expected.items():
+        with pytest.raises(SystemExit):
+            command_main(name)(["--help"])
+        text = " ".join(capsys.readouterr().out.split())  # as wrapped
+        for item in shown:
+            assert item in text, (name, item)
 
 
 def test_a_bad_option_names_the_command_typed(monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["hmm-reproduce", "--redo", "knock-out"])
     with pytest.raises(SystemExit) as done:
-        commands.reproduce()
+        command_main("reproduce")()
     err = capsys.readouterr().err
     assert done.value.code == 2 and len(err.splitlines()) == 1
     assert "invalid choice: 'knock-out'" in err and "'knockout'" in err
     assert err.rstrip().endswith("(hmm-reproduce --help lists the options)")
+
+
+def test_a_bad_study_is_one_line_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["hmm-study", "--study", "nope"])
+    assert command_main("study")() == 2
+    assert capsys.readouterr().err.startswith("error: 'nope' is not a named pipeline")
+    assert list(tmp_path.iterdir()) == []
+
+
+# Run in the wheel's environment: every console script it installed, loaded and asked for --help.
+HELP_OF_EVERY_COMMAND = """
+import contextlib, io, json, sys
+from importlib.metadata import entry_points
+
+import modeling_hmmroformer
+
+usage = {}
+for entry in entry_points(group="console_scripts"):
+    if entry.name.startswith("hmm-"):
+        sys.argv, printed = [entry.name, "--help"], io.StringIO()
+        with contextlib.redirect_stdout(printed), contextlib.suppress(SystemExit):
+            entry.load()()
+        usage[entry.name] = printed.getvalue().splitlines()[0]
+print(json.dumps({"package": modeling_hmmroformer.__file__, "usage": usage}))
+"""
+
+
+def test_every_command_answers_from_a_wheel(wheel_environment, tmp_path):
+    done = subprocess.run(
+        [wheel_environment / "bin" / "python", "-c", HELP_OF_EVERY_COMMAND],
+        cwd=tmp_path,
+        env={name: value for name, value in os.environ.items() if name != "PYTHONPATH"},  # no clone
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.splitlines()[-1])
+    assert Path(found["package"]).is_relative_to(wheel_environment)  # the wheel's copy, not the clone
+    assert sorted(found["usage"]) == sorted(ENTRY_POINTS)
+    for name, line in found["usage"].items():
+        assert line.startswith(f"usage: {name} "), line
+        assert (wheel_environment / "bin" / name).is_file(), name
+    assert list(tmp_path.iterdir()) == []  # --help writes nothing

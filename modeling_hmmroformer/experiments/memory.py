@@ -38,11 +38,11 @@ import numpy as np
 import torch
 
 from hmm_datasets import BayesOptimalPredictor, HMMParams
+from hmm_datasets.corpus import CorpusRows
 from hmm_datasets.memory import (
     BOOTSTRAP_RESAMPLES,
     FIT_FLOOR,
     LOW_RANK,
-    check_memories,
     lemma1,
     low_rank_lemma1,
     masked_mean,
@@ -52,10 +52,11 @@ from hmm_datasets.memory import (
     total_variation,
 )
 from hmm_datasets.scoring import next_token_scores
+from hmm_datasets.windows import check_memories
 from probing.figures import pyplot, save_figure
 
 from . import layout
-from .evaluation import EvaluationData, model_next_token_probs
+from .evaluation import model_next_token_probs
 
 
 def compare(probs, reference, input_ids, scored) -> dict[str, float]:
@@ -399,7 +400,7 @@ def write_json(result: dict, path: Path) -> Path:
     return layout.write_text(path, json.dumps(result, indent=1) + "\n")
 
 
-def write_lemma1(data: EvaluationData, memories: Sequence[int], folder: str | Path) -> dict:
+def write_lemma1(data: CorpusRows, memories: Sequence[int], folder: str | Path) -> dict:
     """Lemma 1 on the rows of `data`, and per task on as many rows of the low-rank variant of its
     corpus (`low_rank_lemma1` at rank `LOW_RANK`, or S - 1 when that is smaller; none with one
     state, then `low_rank_oracle_per_task` is None): `lemma1.json` and `lemma1.png` in `folder`;
@@ -415,7 +416,7 @@ def write_lemma1(data: EvaluationData, memories: Sequence[int], folder: str | Pa
     return result
 
 
-def write_model_memory(model, data: EvaluationData, memories: Sequence[int], folder: str | Path) -> dict:
+def write_model_memory(model, data: CorpusRows, memories: Sequence[int], folder: str | Path) -> dict:
     """`model_memory` on the rows of `data`: `memory.json` and `memory.png` in `folder`; returns the result."""
     result = model_memory(model, data.params, data.input_ids, data.task_ids, memories)
     write_json(result, Path(folder) / layout.MEMORY_JSON)

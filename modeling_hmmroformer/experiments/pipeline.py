@@ -62,15 +62,7 @@ from hmm_datasets.cache import CACHE_ENV
 from hmm_datasets.corpus import open_corpus
 from hmm_datasets.export import MANIFEST_FILENAME, corpus_folder_problem, export_corpus
 from hmm_datasets.predictors import reference_predictors
-from model_cards.render import (
-    render_architectures_report,
-    render_diversity_report,
-    render_diversity_status,
-    render_report,
-    render_study_report,
-    replace_marked_block,
-    write_model_card,
-)
+from model_cards.render import render_report, render_study_report, write_model_card
 from probing.architecture import check_causal_lm, positions_outside_attention
 from probing.capture import load_causal_lm, untrained_twin
 from probing.knockout import plot_rotary_knockout, rotary_knockout, scored_test_positions
@@ -79,15 +71,12 @@ from probing.run import run_probing
 
 from . import layout
 from .aggregate import check_records, model_record, summarize_study
-from .architectures import ARCHITECTURES_TITLE, summarize_architectures
-from .diversity import DIVERSITY_TITLE, summarize_diversity
 from .evaluation import figure1, load_evaluation_data, model_next_token_probs, write_figure1
 from .memory import write_lemma1, write_model_memory
-from .plots import ARCHITECTURES_FIGURE, is_diversity_figure, plot_architectures, plot_diversity, plot_study
+from .plots import plot_study
 from .settings import (
     CONFIGS_DIR,
     PRESETS,
-    SCRIPTS_DIR,
     RunConfig,
     Settings,
     differing_settings,
@@ -103,6 +92,9 @@ KINDS = ("reproduce", "study")
 NOUNS = {"reproduce": "reproduction"}  # what a kind's folder is called in messages
 # each model's stages, in the order they run
 MODEL_STAGES = ("train", "evaluate", "probe", "memory", "knockout")
+# a reproduction's stages, in the order they run (`--redo` takes any of them)
+REPRODUCE_STAGES = ("corpus", *MODEL_STAGES, "model", "report")
+TRAIN_COMMAND = "modeling_hmmroformer.experiments.commands.train"  # what `accelerate launch -m` runs
 KNOCKOUT_SKIPPED = "skipped.json"  # in knockout/ of a model without rotary positions: why there is none
 PREDICTIONS = ".predictions"  # exact predictions shared by `--jobs` workers (`shared_predictions`)
 MODEL_FILE_SUFFIXES = (".safetensors", ".json", ".py", ".yaml")  # what `model/` copies from training/
@@ -110,13 +102,19 @@ MODEL_FILE_SUFFIXES = (".safetensors", ".json", ".py", ".yaml")  # what `model/`
 
 @dataclass(frozen=True)
 class ModelRun:
-    """One model of a pipeline: its depth, seed, folder and run config."""
+    """One model of a pipeline: its folder and run config (which holds its depth and seed)."""
 
-    depth: int
-    seed: int
     folder: Path
     run: RunConfig
     tag: str  # "" in a reproduction, "depth<L> seed<s>" in a study: stage names end with it
+
+    @property
+    def depth(self) -> int:
+        return self.run.depth
+
+    @property
+    def seed(self) -> int:
+        return self.run.seed
 
     def path(self, name: str) -> Path:
         return self.folder / name
@@ -225,6 +223,7 @@ def make_pipeline(
             "one process with every core (leave --num-processes out)."
         )
     out = Path(out)
+    check_replaced_fields(settings, kind)
     source = settings.overrides.get("data", {}).get("source")
     if source is not None:  # never silently replaced by the pipeline's own corpus
         raise ValueError(
@@ -249,9 +248,25 @@ def make_pipeline(
             if not progress:
                 training["disable_tqdm"] = True
             placed = run.with_overrides({"model": {"num_hidden_layers": depth}, "training": training})
-            models.append(ModelRun(depth, seed, folder, placed, tag))
+            models.append(ModelRun(folder, placed, tag))
     records = None if records is None else Path(records)
     return Pipeline(settings, out, kind, run, models, num_processes, progress, records)
+
+
+def check_replaced_fields(settings: Settings, kind: str) -> None:
+    """Refuse, before anything is written, an override the pipeline would replace without a word:
+    each model's folder (`training.output_dir`), and a grid's depths and seeds."""
+    replaced = {("training", "output_dir"): "--out"}
+    if settings.depths:
+        replaced[("model", "num_hidden_layers")] = "--depths"
+    if settings.seeds:
+        replaced[("training", "seed")] = "--seeds"
+    for (section, name), option in replaced.items():
+        if name in settings.overrides.get(section, {}):
+            raise ValueError(
+                f"--{section}.{name}: a {NOUNS.get(kind, kind)} sets it for each model; give {option} instead "
+                "(nothing was written)."
+            )
 
 
 def check_probe_tasks(settings: Settings, run: RunConfig) -> None:
@@ -625,7 +640,7 @@ def train_model(p: Pipeline, m: ModelRun) -> None:
         train(m.run, resume=resume)
         return
     command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes"]
-    command += [str(p.num_processes), str(SCRIPTS_DIR / "train.py"), "--config", str(config_copy)]
+    command += [str(p.num_processes), "--module", TRAIN_COMMAND, "--config", str(config_copy)]
     command += ["--resume"] if resume else []
     done = subprocess.run(command, check=False)
     if done.returncode != 0 or not (folder / layout.TRAIN_RESULTS_JSON).is_file():
@@ -828,74 +843,3 @@ def write_study_report(p: Pipeline, state: dict) -> None:
     summary["machine"] = machine = machine_description()
     layout.build_folder(p.out / layout.FIGURES, lambda staging: plot_study(summary, staging))
     write_json_and_report(p, summary, render_study_report(summary, machine))
-
-
-def read_study_summaries(studies: list[Path]) -> list[dict]:
-    """The summaries (results.json) of study folders; `ValueError` naming the first folder
-    whose report has not run."""
-    missing = [folder for folder in studies if not (folder / layout.RESULTS_JSON).is_file()]
-    if missing:
-        raise ValueError(
-            f"{missing[0]} has no {layout.RESULTS_JSON}: run its study's report first "
-            f"(scripts/study.py --study NAME --out {missing[0]} --records ...)"
-        )
-    return [json.loads((folder / layout.RESULTS_JSON).read_text()) for folder in studies]
-
-
-def write_diversity_report(studies: list[Path], out: Path, readme: str | os.PathLike | None = None) -> Path:
-    """The task-diversity report across K from the studies' folders: REPORT.md, results.json and
-    figures/ in `out`, and the status table of `readme` (between its marker lines) when given.
-    Everything is checked before anything is written; returns the report's path."""
-    summary = summarize_diversity(read_study_summaries(studies), [str(folder) for folder in studies])
-    readme_text = None
-    if readme is not None:
-        readme_text = replace_marked_block(Path(readme).read_text(), render_diversity_status(summary))
-    check_report_folder(out, DIVERSITY_TITLE, is_diversity_figure)
-    figures = write_report_figures(out, lambda staging: plot_diversity(summary, staging))
-    summary["figures"], summary["machine"] = figures, machine_description()
-    layout.write_text(out / layout.RESULTS_JSON, json.dumps(summary, indent=1) + "\n")
-    layout.write_text(out / layout.REPORT_MD, render_diversity_report(summary, figures))
-    if readme_text is not None:
-        layout.write_text(Path(readme), readme_text)
-    return out / layout.REPORT_MD
-
-
-def write_architectures_report(studies: list[Path], out: Path) -> Path:
-    """The architecture comparison from the studies' folders: REPORT.md, results.json and
-    figures/ in `out`, everything checked before anything is written; returns the report's path."""
-    summary = summarize_architectures(read_study_summaries(studies), [str(folder) for folder in studies])
-    check_report_folder(out, ARCHITECTURES_TITLE, lambda name: name == ARCHITECTURES_FIGURE)
-    figures = write_report_figures(out, lambda staging: plot_architectures(summary, staging))
-    summary["figures"], summary["machine"] = figures, machine_description()
-    layout.write_text(out / layout.RESULTS_JSON, json.dumps(summary, indent=1) + "\n")
-    layout.write_text(out / layout.REPORT_MD, render_architectures_report(summary, figures))
-    return out / layout.REPORT_MD
-
-
-def write_report_figures(out: Path, plot: Callable[[Path], dict[str, str]]) -> dict[str, str]:
-    """`plot(staging)` writes the figures (returning figure name -> file name) into `out`'s
-    figures/, staged so that a failure leaves no half of them; returns name -> path from `out`."""
-    figures: dict[str, str] = {}
-
-    def staged(staging: Path) -> None:
-        figures.update({name: f"{layout.FIGURES}/{file}" for name, file in plot(staging).items()})
-
-    out.mkdir(parents=True, exist_ok=True)
-    layout.build_folder(out / layout.FIGURES, staged)
-    return figures
-
-
-def check_report_folder(out: Path, title: str, is_ours: Callable[[str], bool]) -> None:
-    """`ValueError` when `out` holds a REPORT.md (not starting with `title`) or figures this
-    report did not write (it would replace them)."""
-    report, figures = out / layout.REPORT_MD, out / layout.FIGURES
-    if report.is_file() and not report.read_text().startswith(title):
-        raise ValueError(f"{report} is another report: choose another --out (nothing was written)")
-    strangers = [
-        path.name for path in (figures.iterdir() if figures.is_dir() else []) if not is_ours(path.name)
-    ]
-    if strangers:
-        raise ValueError(
-            f"{figures} holds files this report did not write ({strangers[0]}, ...): choose another --out "
-            "(nothing was written)"
-        )

@@ -38,7 +38,7 @@ import hmm_datasets
 from hmm_datasets import HMMMixtureConfig
 from hmm_datasets.corpus import check_model_fits_corpus
 from hmm_datasets.export import local_folder
-from hmm_datasets.memory import check_memories
+from hmm_datasets.windows import check_memories
 from probing.config import ProbeConfig
 
 from ..configuration_hmm_roformer import HMMRoFormerConfig
@@ -47,8 +47,15 @@ from .layout import RUN_CONFIG_YAML
 
 HMM_ROFORMER = HMMRoFormerConfig.model_type  # the model a run trains unless model.model_type names another
 
-CONFIGS_DIR = Path(__file__).resolve().parents[2] / "configs"
-SCRIPTS_DIR = CONFIGS_DIR.parent / "scripts"  # the train script that `accelerate launch` runs
+
+def _configs_dir() -> Path:
+    """The run configs of the named pipelines: the copy a wheel carries inside this package
+    (pyproject.toml maps the clone's configs/ there), else the clone's configs/."""
+    here = Path(__file__).resolve().parent
+    return here / "configs" if (here / "configs").is_dir() else here.parents[1] / "configs"
+
+
+CONFIGS_DIR = _configs_dir()
 # The task-diversity study's prior-level yardstick: N state paths per row. Two particle sets of
 # N = 65,536 differ by 0.008-0.013 nats/token on 128 rows of small's prior (N = 16,384: 0.0156 on
 # 32 rows); about a minute per corpus on an H100, about 50 minutes on 2 CPU cores (docs/study.md).

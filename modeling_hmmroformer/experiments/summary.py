@@ -20,9 +20,9 @@ from pathlib import Path
 import yaml
 from transformers import AutoConfig
 
-from probing.layerwise import DECIDING_POSITIONS, curve
+from probing.layerwise import DECIDING_POSITIONS, curve, twin_metric
 from probing.plots import FIGURE7_PATTERN
-from probing.run import summarize_probe_results
+from probing.summary import summarize_probe_results
 
 from . import layout
 from .claims import decide_claims, model_statistics, profiles
@@ -132,7 +132,7 @@ def belief_table(probes: dict | None) -> list[dict]:
     for belief, segment, metric in BELIEF_ROWS:
         trained, twin = (
             probe_curve(probes["records"], f"belief_{belief}", name, segment)
-            for name in (metric, f"untrained_{metric}")
+            for name in (metric, twin_metric(metric))
         )
         if trained:
             cells = (

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
@@ -48,13 +47,6 @@ YARDSTICKS_JSON = "yardsticks.json"
 YARDSTICKS_TENSORS = "yardsticks.safetensors"
 
 
-def first_rows(corpus: Corpus, split: str, rows: int) -> tuple[np.ndarray, np.ndarray]:
-    """`(input_ids [B, L], task_ids [B])` of the first `rows` rows of `split`."""
-    data = corpus.split(split)
-    data = data.select(range(min(rows, len(data)))).with_format("numpy")
-    return np.stack(data["input_ids"]).astype(np.int64), np.asarray(data["task_id"]).astype(np.int64)
-
-
 def check_unseen_split(corpus: Corpus) -> None:
     """`ValueError` unless the corpus has an unseen-task split and its HMMs."""
     if corpus.unseen_params is None or corpus.config.num_test_unseen < 1:
@@ -76,8 +68,9 @@ def corpus_yardsticks(
     mixture = BayesOptimalPredictor(corpus.params)
     tensors, convergence = {}, {}
     for split in SPLITS:
-        ids, tasks = first_rows(corpus, split, rows)
-        own = mixture if split == "test" else BayesOptimalPredictor(corpus.unseen_params)
+        data = corpus.rows(split, rows)
+        ids, tasks = data.input_ids, data.task_ids
+        own = mixture if split == "test" else BayesOptimalPredictor(data.params)  # the rows' own HMMs
         prior, second = (
             ParticlePriorPredictor(config, prior_particles, seed, **particle_device()).next_token_probs(ids)
             for seed in (0, 1)

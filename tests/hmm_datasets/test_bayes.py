@@ -321,9 +321,9 @@ def test_bad_inputs_say_what_is_wrong(tiny_rows):
         predictor.oracle_next_token_probs(rows["input_ids"], [0, 1])
     with pytest.raises(ValueError, match="task_ids must lie in 0..7"):
         predictor.oracle_next_token_probs(rows["input_ids"][:1], [8])
-    with pytest.raises(ValueError, match="memory=0"):
+    with pytest.raises(ValueError, match="memories contains 0"):
         predictor.truncated_next_token_probs(rows["input_ids"], 0)
-    with pytest.raises(ValueError, match=r"memory=2\.5 must be a positive number"):
+    with pytest.raises(ValueError, match=r"memories contains 2\.5: every memory must be an integer >= 1"):
         predictor.truncated_oracle_next_token_probs(rows["input_ids"], rows["task_id"], 2.5)
     with pytest.raises(ValueError, match="task_ids has 1 entries for 64 rows"):
         predictor.truncated_oracle_next_token_probs(rows["input_ids"], [0], 3)
@@ -331,7 +331,7 @@ def test_bad_inputs_say_what_is_wrong(tiny_rows):
         predictor.truncated_oracle_next_token_probs(rows["input_ids"][:1], [-1], 3)
     with pytest.raises(ValueError, match="memories is empty"):
         predictor.truncated_by_memory(rows["input_ids"], [])
-    with pytest.raises(ValueError, match="memory=0"):
+    with pytest.raises(ValueError, match="memories contains 0"):
         predictor.truncated_oracle_by_memory(rows["input_ids"], rows["task_id"], [2, 0])
 
 
@@ -351,3 +351,35 @@ def test_oracle_state_estimates_match_a_direct_forward_pass():
             posterior = belief * params.emissions[task][:, token]
             assert estimates[row, t] == np.argmax(posterior)
             belief = (posterior / posterior.sum()) @ params.transitions[task]
+
+
+@pytest.mark.parametrize("rank, fuse", [(None, False), (2, True), (2, False)])
+def test_the_oracle_state_filter_and_its_predictions_come_from_one_recursion(rank, fuse):
+    """On a row of 1,024 tokens with delimiters, a row of delimiters only and one ending in a
+    delimiter: the oracle's next-token distribution is its filtered state pushed one step, and the
+    filter restarts at `initial` after every delimiter."""
+    params = random_params(num_tasks=4, num_states=4, vocab=3, rank=rank, seed=3)
+    rng = np.random.default_rng(5)
+    delimiter = params.vocab_size
+    ids = rng.integers(0, delimiter, size=(3, 1024))
+    ids[0, rng.choice(1024, size=80, replace=False)] = delimiter
+    ids[1] = delimiter
+    ids[2, -1] = delimiter
+    tasks = np.array([0, 3, 1])
+    predictor = BayesOptimalPredictor(params, device="cpu", dtype=torch.float64, fuse=fuse)
+    states = predictor.oracle_state_filters(ids, tasks).numpy()
+    probs = predictor.oracle_next_token_probs(ids, tasks).numpy()
+    at_delimiter = ids == delimiter
+    assert np.all(states[at_delimiter] == 0)
+    np.testing.assert_allclose(states[~at_delimiter].sum(-1), 1, atol=1e-12)
+    before = np.where(
+        at_delimiter[..., None], params.initial[tasks][:, None], states
+    )  # the next token's start
+    pushed = np.einsum("bls,bst,btv->blv", before, params.transitions[tasks], params.emissions[tasks])
+    pushed[at_delimiter] = np.einsum("bs,bsv->bv", params.initial[tasks], params.emissions[tasks])[
+        np.nonzero(at_delimiter)[0]
+    ]
+    next_is_observation = np.concatenate([ids[:, 1:] != delimiter, np.ones((3, 1), bool)], axis=1)
+    np.testing.assert_allclose(
+        probs[..., :delimiter][next_is_observation], pushed[next_is_observation], atol=1e-12
+    )

@@ -15,10 +15,8 @@ from hmm_datasets import (
     get_preset,
     sample_hmm_params,
 )
-from hmm_datasets.bayes import position_in_segment
 from hmm_datasets.memory import (
     bootstrap_interval,
-    check_memories,
     first_test_token,
     fit_exponential_decay,
     lemma1,
@@ -30,6 +28,7 @@ from hmm_datasets.memory import (
     tv_by_task,
 )
 from hmm_datasets.observability import observability_exact
+from hmm_datasets.windows import check_memories, position_in_segment
 
 MEMORIES = (1, 2, 4, 8, 52)  # 52: the tiny rows' whole length
 

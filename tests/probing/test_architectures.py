@@ -13,8 +13,9 @@ from probing.capture import capture_hidden_states, pre_rotary_queries_and_keys, 
 from probing.knockout import knocked_out_logits, rotary_knocked_out, rotary_knockout, scored_test_positions
 from probing.plots import write_probe_results
 from probing.recording import recording_attention
-from probing.run import ProbeConfig, format_summary, run_probing
+from probing.run import ProbeConfig, run_probing
 from probing.shuffle import attention_geometry
+from probing.summary import format_summary
 
 FAST = {"num_probe_tasks": 4, "rows_per_task": 8, "positions_per_row": 12, "num_resamples": 20}
 ROTARY = ("llama", "qwen2")

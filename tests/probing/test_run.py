@@ -12,10 +12,12 @@ import pytest
 import torch
 
 from hmm_datasets.corpus import open_corpus
+from model_cards.render import format_probe_summary
 from probing import run as run_module
 from probing.layerwise import BEFORE_NORM_METRIC, curve, find
 from probing.plots import write_probe_results
-from probing.run import ProbeConfig, format_summary, run_probing, summarize_probe_results
+from probing.run import ProbeConfig, run_probing
+from probing.summary import summarize_probe_results
 from tests.probing.test_architectures import causal_lm
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,7 +94,9 @@ def test_a_probing_run_reports_every_layer_target_and_pattern(tiny_model, tmp_pa
     assert figure2["by_part"]["total"]["upper_minus_lower"] == figure2["upper_minus_lower"]
     summarized = summarize_probe_results(results)
     assert [r["layer"] for r in summarized["shuffle"]] == [1, 2]
-    assert summarized["shuffle_parts"]["content_change"][0]["value"] < 1e-5  # layer 1 reads tokens only
+    parts = {part["label"]: part["rows"] for part in summarized["shuffle_parts"]}
+    assert list(parts) == ["position-only part", "content part", "weighted attention TV"]
+    assert parts["content part"][0]["value"] < 1e-5  # layer 1 reads tokens only
     assert set(results["patterns"]) == {"figure2", "figure2_untrained", "figure3a", "figure3b"}
     twin = results["patterns"]["figure2_untrained"]  # the twin has no rotary: no position-only change
     assert max(twin["by_part"]["position_only"]["per_layer_mean"]) < 1e-5
@@ -110,8 +114,9 @@ def test_a_probing_run_reports_every_layer_target_and_pattern(tiny_model, tmp_pa
     paths = write_probe_results(result, tmp_path)
     assert all(path.is_file() and path.stat().st_size > 0 for path in paths.values())
     assert json.loads(paths["json"].read_text())["records"] == json.loads(json.dumps(results["records"]))
-    summary = format_summary(results)
-    assert "Fig 3b" in summary and "Shuffle test" in summary and "content (" in summary
+    text = format_probe_summary(summarized)
+    assert "Fig 3b" in text and "Shuffle test" in text and "content part: L1: " in text
+    assert "token 2 back" in text and "hidden state 90%" in text
 
 
 def plant_previous_tokens(model, noise: float = 0.0) -> None:

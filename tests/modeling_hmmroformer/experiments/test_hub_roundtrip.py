@@ -26,6 +26,11 @@ PLUGIN_MODULES = ("hmm_datasets", "modeling_hmmroformer", "probing", "model_card
 MODEL, CORPUS = "org/hmm-roformer-tiny", "org/hmm-mixture-tiny"
 
 
+def stored_head(root: Path, repo_key: str) -> str:
+    """The commit `main` points at, as the server whose state is under `root` stored it."""
+    return json.loads((root / "repos.json").read_text())[repo_key]["refs"]["main"]
+
+
 class HubServer:
     """`tests/hub_server.py` in its own process, state under `root`."""
 
@@ -43,8 +48,7 @@ class HubServer:
         return log.read_text().splitlines() if log.is_file() else []
 
     def head(self, repo_key: str) -> str:
-        """The commit `main` points at, as the server stored it."""
-        return json.loads((self.root / "repos.json").read_text())[repo_key]["refs"]["main"]
+        return stored_head(self.root, repo_key)
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -339,20 +343,31 @@ def test_a_bad_folder_is_refused_before_any_request(hub, published, tmp_path):
     assert len(hub.requests()) == seen
 
 
-@pytest.mark.parametrize("fault", ["commit-500", "die-on-upload"])
-def test_a_server_fault_is_one_error_line_and_leaves_the_repo_as_it_was(reproduced_tiny, tmp_path, fault):
+@pytest.fixture(scope="module")
+def corpus_pushed(reproduced_tiny, tmp_path_factory) -> Path:
+    """The state folder of a server that holds the tiny corpus, pushed once by the script."""
     out, _ = reproduced_tiny
-    root = tmp_path / "hub"
-    healthy = HubServer(root)
+    folder = tmp_path_factory.mktemp("pushed")
+    healthy = HubServer(folder / "hub")
     try:
         checked(
             run_client_script(
-                healthy, tmp_path, "push_to_hub.py", "--dataset", str(out / "corpus"), "--repo-id", CORPUS
+                healthy, folder, "push_to_hub.py", "--dataset", str(out / "corpus"), "--repo-id", CORPUS
             )
         )
     finally:
         healthy.stop()
-    before = healthy.head(f"dataset:{CORPUS}")
+    return folder / "hub"
+
+
+@pytest.mark.parametrize("fault", ["commit-500", "die-on-upload"])
+def test_a_server_fault_is_one_error_line_and_leaves_the_repo_as_it_was(
+    reproduced_tiny, corpus_pushed, tmp_path, fault
+):
+    out, _ = reproduced_tiny
+    root = tmp_path / "hub"
+    shutil.copytree(corpus_pushed, root)  # each fault on its own copy of the server's state
+    before = stored_head(root, f"dataset:{CORPUS}")
     faulty = HubServer(root, fault=fault)
     try:
         changed = tmp_path / "corpus"
@@ -373,5 +388,5 @@ def test_a_server_fault_is_one_error_line_and_leaves_the_repo_as_it_was(reproduc
     assert done.returncode == 1, done.stderr[-2000:]
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "no new revision was published" in errors[0], done.stderr[-2000:]
-    assert healthy.head(f"dataset:{CORPUS}") == before
+    assert stored_head(root, f"dataset:{CORPUS}") == before
     assert not list((root / "blobs").glob("*.partial"))  # no half-written blob either

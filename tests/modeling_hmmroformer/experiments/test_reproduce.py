@@ -2,7 +2,6 @@
 published folders used without the plugin."""
 
 import json
-import runpy
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -17,7 +16,13 @@ import hmm_datasets
 from modeling_hmmroformer.experiments import pipeline as pipeline_module
 from modeling_hmmroformer.experiments.claims import CLAIMS
 from modeling_hmmroformer.experiments.memory import memory_equivalent_text
-from modeling_hmmroformer.experiments.pipeline import make_pipeline, read_state, run_pipeline, stage_names
+from modeling_hmmroformer.experiments.pipeline import (
+    REPRODUCE_STAGES,
+    make_pipeline,
+    read_state,
+    run_pipeline,
+    stage_names,
+)
 from modeling_hmmroformer.experiments.settings import PRESETS, REPRODUCTIONS, get_settings
 from probing import capture_hidden_states, load_hmm_roformer, sample_positions
 from tests.hmm_datasets.test_export import damage
@@ -56,15 +61,13 @@ NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "
 
 
 def test_the_page_and_redo_list_the_pipelines_stages_in_order(tmp_path):
-    """docs/reproduce.md's stage table and count, and the stages `--redo` accepts (a literal in
-    scripts/reproduce.py, whose --help must not import the pipeline), are the pipeline's."""
+    """docs/reproduce.md's stage table and count, and the stages `--redo` accepts, are the pipeline's."""
     stages = stage_names(tiny_reproduction(tmp_path / "r"))
     page = (ROOT / "docs" / "reproduce.md").read_text()
     table = page.split("| stage | what | writes |\n| --- | --- | --- |\n", 1)[1].split("\n\n", 1)[0]
     assert [row.split("|")[1].strip().strip("`") for row in table.splitlines()] == stages
     assert f"One command runs {NUMBER_WORDS[len(stages)]} stages" in page
-    script = runpy.run_path(str(ROOT / "scripts" / "reproduce.py"), run_name="reproduce_script")
-    assert list(script["STAGES"]) == stages
+    assert list(REPRODUCE_STAGES) == stages
 
 
 def test_the_report_shows_every_figure_and_every_number_next_to_bayes(reproduced_tiny):
@@ -244,6 +247,10 @@ def test_a_folder_that_is_not_a_reproduction_is_refused(tmp_path):
         (  # honoured or refused, never silently replaced by the run's own corpus
             ["--preset", "tiny", "--data.source", "elsewhere"],
             "--data.source elsewhere: a reproduction trains on the corpus it generates",
+        ),
+        (
+            ["--preset", "tiny", "--training.output_dir", "elsewhere"],
+            "--training.output_dir: a reproduction sets it for each model; give --out",
         ),
     ],
 )

@@ -1,7 +1,6 @@
 """Settings as typed objects: the one override syntax of every script, YAML 1.2 values, run
 configs changed by nested dicts, the table of named pipelines, the fingerprint."""
 
-import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -168,72 +167,6 @@ def test_the_fields_page_is_what_the_code_accepts():
         "--corpus.num_tasks (int = 32)",
     ):
         assert name in page
-
-
-def test_help_lists_the_fields_and_the_presets_without_heavy_imports():
-    scripts = {
-        "train": ["--training.max_steps", "--model.hidden_size", "--corpus.num_tasks", "--run.loss_mask"],
-        "reproduce": REPRODUCTIONS,
-        "study": sorted(PRESETS),
-        "generate": sorted(hmm_datasets.PRESETS),
-        "figure1": ["--model"],
-        "push_to_hub": ["--dry-run"],
-        "probe": ["--num-probe-tasks", "(default: 16)"],
-    }
-    for script, names in scripts.items():
-        done = subprocess.run(
-            [sys.executable, "-X", "importtime", str(ROOT / "scripts" / f"{script}.py"), "--help"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert done.returncode == 0, done.stderr[-2000:]
-        for name in names:
-            assert name in done.stdout, (script, name)
-        imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if "|" in line}
-        assert not imported & {"torch", "transformers", "datasets"}, (
-            script,
-            "imports a heavy module for --help",
-        )
-
-
-def test_the_console_scripts_run_their_scripts_from_any_folder(tmp_path, monkeypatch, capsys):
-    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
-
-    import hmm_roformer_cli as commands
-
-    entries = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    scripts = sorted(path.stem for path in (ROOT / "scripts").glob("*.py"))
-    assert sorted(entries) == [f"hmm-{name.replace('_', '-')}" for name in scripts]
-    for entry in entries.values():
-        module, function = entry.split(":")
-        assert module == commands.__name__ and callable(getattr(commands, function))
-    # The entry-point module loads no package of ours (their imports pull in torch): --help stays fast.
-    tree = ast.parse(Path(commands.__file__).read_text())
-    imported = {
-        alias.name.split(".")[0]
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Import)
-        for alias in node.names
-    }
-    imported |= {
-        node.module.split(".")[0]
-        for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom) and node.module
-    }
-    assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "argv", ["hmm-reproduce", "--help"])
-    with pytest.raises(SystemExit) as exit_help:
-        commands.reproduce()
-    assert exit_help.value.code == 0 and "usage: hmm-reproduce" in capsys.readouterr().out
-    monkeypatch.setattr(sys, "argv", ["hmm-study", "--study", "nope"])
-    with pytest.raises(SystemExit) as exit_bad:
-        commands.study()
-    assert exit_bad.value.code == 2 and capsys.readouterr().err.startswith(
-        "error: 'nope' is not a named pipeline"
-    )
-    assert list(tmp_path.iterdir()) == []  # nothing written
 
 
 def test_a_record_fingerprint_ignores_the_grid_but_not_the_settings():

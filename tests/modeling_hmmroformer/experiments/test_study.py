@@ -300,6 +300,12 @@ def test_bad_study_settings_are_refused(changes, message):
         (["--redo", "nothing"], "not a stage"),
         (["--corpus.num_tasks", "3"], "cover 4 tasks but --corpus.num_tasks is 3"),
         (["--jobs", "0"], "--jobs 0 must be a whole number"),
+        (
+            ["--model.num_hidden_layers", "8"],
+            "--model.num_hidden_layers: a study sets it for each model; give --depths",
+        ),
+        (["--training.seed", "3"], "--training.seed: a study sets it for each model; give --seeds"),
+        (["--training.output_dir", "x"], "--training.output_dir: a study sets it for each model; give --out"),
     ],
 )
 def test_bad_input_is_one_error_line_and_writes_nothing(run_script, tmp_path, arguments, message):
@@ -345,14 +351,9 @@ def without_times(record):
     return [without_times(value) for value in record] if isinstance(record, list) else record
 
 
-def test_models_side_by_side_give_the_records_of_one_at_a_time(tmp_path):
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # what each of two workers gets on 2 cores
-    try:
-        run_pipeline(quick_study(tmp_path / "one", depths=(2,), seeds=(0,)), log=lambda line: None)
-    finally:
-        torch.set_num_threads(threads)
-    logged = []
+def test_models_side_by_side_give_the_records_of_one_at_a_time(tmp_path, quick_studied):
+    """The session's quick study ran its models one at a time, with one thread (OMP_NUM_THREADS=1)."""
+    threads, logged = torch.get_num_threads(), []
     side_by_side = quick_study(tmp_path / "two", depths=(2,), seeds=(0, 1))
     torch.set_num_threads(2)  # shared by two workers: one thread each
     try:
@@ -361,7 +362,7 @@ def test_models_side_by_side_give_the_records_of_one_at_a_time(tmp_path):
         torch.set_num_threads(threads)
     assert "2 models in 2 processes side by side, 1 thread(s) each ..." in logged
     record = "models/depth2-seed0/record.json"
-    one, two = (json.loads((tmp_path / name / record).read_text()) for name in ("one", "two"))
+    one, two = (json.loads((folder / record).read_text()) for folder in (quick_studied[0], tmp_path / "two"))
     assert without_times(one) == without_times(two)
     # Lemma 1's memory-L predictions, made before the workers started, served their memory stages
     assert list((tmp_path / "two" / ".predictions").glob("bayes-memory-*.safetensors"))

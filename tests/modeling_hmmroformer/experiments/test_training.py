@@ -17,6 +17,7 @@ from transformers import AutoModelForCausalLM, TrainerCallback
 
 import hmm_datasets
 from modeling_hmmroformer.experiments import training
+from modeling_hmmroformer.experiments.pipeline import TRAIN_COMMAND
 from modeling_hmmroformer.experiments.settings import config_for_corpus, load_run_config
 from modeling_hmmroformer.experiments.training import (
     FixedLengthCollator,
@@ -427,9 +428,10 @@ def test_training_reads_an_exported_corpus_folder(tmp_path):
 
 
 def test_data_parallel_processes_on_one_cpu(tmp_path):
-    """Two processes (gloo): the code path of `accelerate launch --multi_gpu`, without GPUs."""
+    """Two processes (gloo): the code path of `accelerate launch --multi_gpu`, without GPUs, launching
+    the train command as the pipeline does for several GPUs (a module: no clone needed)."""
     out = tmp_path / "run"
-    command = ACCELERATE + ["--multi_gpu", "--num_processes", "2", str(ROOT / "scripts" / "train.py")]
+    command = ACCELERATE + ["--multi_gpu", "--num_processes", "2", "--module", TRAIN_COMMAND]
     command += ["--config", str(TINY), "--training.output_dir", str(out), "--training.use_cpu", "true"]
     command += ["--training.max_steps", "10", "--training.eval_steps", "10", "--training.save_steps", "10"]
     result = subprocess.run(

@@ -11,7 +11,6 @@ from modeling_hmmroformer.experiments.yardsticks import (
     SPLITS,
     YARDSTICKS,
     corpus_yardsticks,
-    first_rows,
     nearest_learner,
     place_model,
 )
@@ -38,8 +37,9 @@ def test_every_yardstick_predicts_both_splits(unseen_corpus, yardsticks):
             torch.testing.assert_close(probs.sum(-1), torch.ones(ids.shape), atol=1e-5, rtol=0)
         assert set(facts["convergence"][split]) >= {"spread", "converged", "label"}
     # on seen rows the oracle reads each row with its own mixture HMM; on unseen rows with its fresh one
-    ids, tasks = first_rows(unseen_corpus, "test_unseen", 12)
-    fresh = BayesOptimalPredictor(unseen_corpus.unseen_params).oracle_next_token_probs(ids, tasks)
+    rows = unseen_corpus.rows("test_unseen", 12)
+    assert rows.params is unseen_corpus.unseen_params
+    fresh = BayesOptimalPredictor(rows.params).oracle_next_token_probs(rows.input_ids, rows.task_ids)
     torch.testing.assert_close(tensors["test_unseen/oracle"], fresh.float().cpu())
     assert not torch.allclose(tensors["test_unseen/oracle"], tensors["test_unseen/mixture"], atol=1e-3)
 

@@ -1,61 +1,25 @@
-"""The console scripts of `pyproject.toml` (`hmm-reproduce`, `hmm-train`, ...): each runs its
-file of the clone's `scripts/` as `__main__`, so the commands work from any folder once the
-package is installed from the clone (`make install`, or `pip install -e .`).
+"""The commands: one module per console script of `pyproject.toml`, each with a `main(argv)`
+that returns the exit status (`hmm-reproduce` runs `commands.reproduce.main`; `python
+scripts/reproduce.py` is a thin file that calls the same function), and what every command
+shares: bad input is one line on stderr (`error: ...`) and exit status 2, never a traceback
+(`refuse`, `Parser`, `at_least`); `--help` shows every option's default.
 
-    hmm-reproduce --preset tiny        # = python <clone>/scripts/reproduce.py --preset tiny
-
-This module stands beside the packages, not in one, and imports only the standard library:
-importing anything inside `modeling_hmmroformer` first runs its `__init__`, which registers the
-model with the Auto classes and so imports torch and transformers (about 5 s), and `--help`
-should answer before those load. It also holds what every script shares: bad input is one line
-on stderr (`error: ...`) and exit status 2, never a traceback (`refuse`, `Parser`, `at_least`).
+    hmm-reproduce --preset tiny        # = python scripts/reproduce.py --preset tiny
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
-import runpy
+import json
 import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
-SCRIPTS = Path(__file__).resolve().parent / "scripts"
-command: str | None = None  # the console script running now (`hmm-reproduce`), for usage lines
+from .. import layout
 
 
-def run_script(name: str) -> None:
-    """Run `scripts/<name>.py` with this process's arguments (it exits with its own status)."""
-    path = SCRIPTS / f"{name}.py"
-    if not path.is_file():
-        sys.exit(
-            f"error: {path} is missing: the hmm-* commands run the scripts of the clone this package was "
-            "installed from (pip install -e <clone>)."
-        )
-    global command
-    command, sys.argv[0] = Path(sys.argv[0]).name, str(path)  # usage lines name what was typed
-    try:
-        runpy.run_path(str(path), run_name="__main__")
-    finally:
-        command = None
-
-
-# One entry point per script of scripts/ (pyproject.toml's [project.scripts]).
-reproduce = functools.partial(run_script, "reproduce")
-study = functools.partial(run_script, "study")
-train = functools.partial(run_script, "train")
-generate = functools.partial(run_script, "generate")
-figure1 = functools.partial(run_script, "figure1")
-probe = functools.partial(run_script, "probe")
-push_to_hub = functools.partial(run_script, "push_to_hub")
-lemma1 = functools.partial(run_script, "lemma1")
-diversity_report = functools.partial(run_script, "diversity_report")
-architectures_report = functools.partial(run_script, "architectures_report")
-
-
-# ---- what every script shares: one line on stderr and exit status 2 for bad input --------------
 def error_line(error: BaseException | str) -> str:
     """`error: <message>` on one line, however many lines the message spans."""
     return "error: " + " ".join(str(error).split())
@@ -75,6 +39,17 @@ def write_report(write: Callable[[], object], studies: int) -> int:
     except (ValueError, OSError) as error:
         return refuse(error)
     print(f"{report} written from {studies} studies.")
+    return 0
+
+
+def print_outcome(out: Path, state: dict, lines: Callable[[dict], list[str]]) -> int:
+    """After a pipeline ran into `out` (`state`: its stage records): the `lines` made of its
+    results.json, then where its report went and how long its stages took. Exit status 0."""
+    print()
+    for line in lines(json.loads((out / layout.RESULTS_JSON).read_text())):
+        print(f"  {line}")
+    total = sum(record["seconds"] for record in state["stages"].values())
+    print(f"\n{out / layout.REPORT_MD} written; stages took {total:.0f} s in all.")
     return 0
 
 
@@ -102,12 +77,11 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 class Parser(argparse.ArgumentParser):
     """`argparse.ArgumentParser` whose errors are one line (`error_line`), without the usage
-    lines: `--help` shows those. Its `prog` is the command typed (`hmm-reproduce` through the
-    console scripts, `reproduce.py` for `python scripts/reproduce.py`), and its `--help` shows
-    each option's default (`HelpFormatter`)."""
+    lines: `--help` shows those. Its `prog` is argparse's, the command typed (`hmm-reproduce`
+    through the console scripts, `reproduce.py` for `python scripts/reproduce.py`), and its
+    `--help` shows each option's default (`HelpFormatter`)."""
 
     def __init__(self, *args, **kwargs) -> None:
-        kwargs.setdefault("prog", command)
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
 

@@ -1,0 +1,90 @@
+"""The results of `run_probing` (probe_results.json) as plain data: the per-layer tables, the
+references, where each target first reaches its headroom, the shuffle test and the patterns.
+`model_cards.render` renders it: in the model card and REPORT.md, and as text
+(`format_summary`, what `hmm-probe` prints).
+"""
+
+from __future__ import annotations
+
+from model_cards.render import format_probe_summary
+
+from .layerwise import find, probe_targets, reference_cells, table_cells
+from .shuffle import PART_LABELS, PART_METRICS
+
+
+def format_summary(results: dict) -> str:
+    """`run_probing`'s results as plain text: the per-layer tables, the first layers reaching the
+    headroom, the shuffle test and the paper's patterns (`model_cards.render.format_probe_summary`)."""
+    return format_probe_summary(summarize_probe_results(results))
+
+
+def summarize_probe_results(results: dict) -> dict:
+    """Per-layer probe accuracies, chance and ceilings, and the shuffle test of `probe_results.json`,
+    as the cards show them (`model_cards.render`)."""
+    records = results["records"]
+    distances = results["settings"]["distances"]
+    targets = probe_targets(distances)
+    columns = ["hidden state (within task)", "task", *(f"token {d} back" for d in distances)]
+    references = reference_cells(records, targets)
+    return {
+        "num_probe_rows": results["num_probe_rows"]["test"],
+        "num_probe_tasks": len(results["probe_tasks"]),
+        "num_hidden_layers": results["model"]["num_hidden_layers"],
+        "columns": columns,
+        "layers": [
+            {"layer": layer, "cells": table_cells(records, targets, layer)} for layer in results["layers"]
+        ],
+        **references,
+        "headroom": headroom_table(results),
+        "shuffle": [
+            {key: record[key] for key in ("layer", "value", "ci_low", "ci_high")}
+            for record in records
+            if record["target"] == "shuffle"
+            and record["head"] is None
+            and record["metric"] == PART_METRICS["total"]
+        ],
+        "shuffle_parts": shuffle_parts(records),
+        "skipped": results.get("skipped", {}),  # analysis -> why it did not run
+        "task_bayes_accuracy": find(records, "task", "bayes_optimal_accuracy")["value"],
+        "hidden_state_oracle_accuracy": find(records, "hidden_state", "oracle_accuracy")["value"],
+        "patterns": results["patterns"],
+    }
+
+
+def shuffle_parts(records: list[dict]) -> list[dict]:
+    """The shuffle test's parts that were measured (`PART_LABELS`), each `{"label", "rows"}` with
+    a row per layer (layer, value, interval)."""
+    parts = []
+    for metric, label in PART_LABELS.items():
+        rows = [
+            {key: record[key] for key in ("layer", "value", "ci_low", "ci_high")}
+            for record in records
+            if record["target"] == "shuffle" and record["head"] is None and record["metric"] == metric
+        ]
+        if rows:  # absent from results written before the decomposition
+            parts.append({"label": label, "rows": rows})
+    return parts
+
+
+def headroom_table(results: dict) -> list[dict]:
+    """Per position group: the first layer at which the hidden state and the task reach half and
+    90% of their headroom, with bootstrap intervals (`figure3a.by_positions`)."""
+    rows, never = [], max(results["layers"]) + 1
+
+    def layer(value, prefix: str = "") -> str:
+        return "never" if value >= never else f"{prefix}{value:.0f}"
+
+    for group, entry in results["patterns"]["figure3a"]["by_positions"].items():
+        cells = []
+        for target, name in (("hidden_state", "hidden state"), ("task", "task")):
+            if target not in entry:
+                continue
+            reach = entry[target]
+            for fraction in (0.5, 0.9):
+                i = reach["fractions"].index(fraction)
+                cells.append(
+                    f"{name} {fraction:.0%}: {layer(reach['layer'][i], 'layer ')} "
+                    f"[{layer(reach['ci_low'][i])}, {layer(reach['ci_high'][i])}]"
+                )
+        rows.append({"positions": group, "cells": cells})
+    return rows
