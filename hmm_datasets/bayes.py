@@ -420,9 +420,11 @@ def _default_budget(device: torch.device) -> int:
 
 
 def state_filters(params: HMMParams, input_ids, task_ids, device=None) -> torch.Tensor:
-    """`[B, L, S]` float64: `BayesOptimalPredictor.oracle_state_filters` of `params`."""
-    predictor = BayesOptimalPredictor(params, device=device, dtype=torch.float64)
-    return predictor.oracle_state_filters(input_ids, task_ids)
+    """`[B, L, S]` float64: `BayesOptimalPredictor.oracle_state_filters` of `params`, built over
+    the rows' own HMMs only (not every HMM of a large mixture)."""
+    tasks, row_tasks = np.unique(np.asarray(task_ids).reshape(-1), return_inverse=True)
+    predictor = BayesOptimalPredictor(params.select(tasks), device=device, dtype=torch.float64)
+    return predictor.oracle_state_filters(input_ids, row_tasks)
 
 
 def oracle_state_estimates(params: HMMParams, input_ids, task_ids, device=None) -> np.ndarray:

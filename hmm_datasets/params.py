@@ -62,6 +62,15 @@ class HMMParams:
     def transition_rank(self) -> int | None:
         return None if self.transition_left is None else self.transition_left.shape[2]
 
+    def select(self, tasks) -> HMMParams:
+        """The HMMs `tasks` (indices) alone, their prior renormalised."""
+        tasks = np.asarray(tasks, dtype=np.int64)
+        prior = self.task_prior[tasks]
+        factors = [None if f is None else f[tasks] for f in (self.transition_left, self.transition_right)]
+        return HMMParams(
+            prior / prior.sum(), self.initial[tasks], self.transitions[tasks], self.emissions[tasks], *factors
+        )
+
     def validate(self) -> None:
         """Shapes agree and every distribution is non-negative and sums to one."""
         if self.initial.ndim != 2:

@@ -119,3 +119,13 @@ def test_task_diagnostics_have_one_value_per_task(dense):
 def test_compose_transitions_is_row_stochastic(low_rank):
     dense = compose_transitions(low_rank.transition_left, low_rank.transition_right)
     np.testing.assert_allclose(dense.sum(-1), 1.0, atol=1e-6)
+
+
+def test_select_keeps_the_chosen_hmms_and_renormalises_their_prior(low_rank):
+    chosen = low_rank.select([3, 1])
+    assert chosen.num_tasks == 2
+    np.testing.assert_array_equal(chosen.emissions, low_rank.emissions[[3, 1]])
+    np.testing.assert_array_equal(chosen.transition_left, low_rank.transition_left[[3, 1]])
+    np.testing.assert_allclose(
+        chosen.task_prior, low_rank.task_prior[[3, 1]] / low_rank.task_prior[[3, 1]].sum()
+    )
