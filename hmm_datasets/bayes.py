@@ -34,96 +34,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .forward import HMMTables, by_token, filtered_features, flush_subnormal_, positive
 from .params import HMMParams
 from .windows import MemoryWindows, delimiter_point_mass
 
-_TINY = 1e-30
-
-
-def flush_subnormal_(probs: torch.Tensor) -> torch.Tensor:
-    """Set probabilities below sqrt(smallest normal number) to zero, in place.
-
-    Sparse HMMs produce tiny probabilities all the time, and CPU arithmetic that reads or
-    writes subnormal numbers is 10-20x slower. With every factor either zero or above
-    sqrt(tiny) (1e-19 in float32, 1e-154 in float64), no product is subnormal. Such
-    values are far below anything a prediction can show.
-    """
-    return torch.nn.functional.threshold_(probs, torch.finfo(probs.dtype).tiny ** 0.5, 0.0)
-
-
-def _by_token(table: torch.Tensor, observed: torch.Tensor) -> torch.Tensor:
-    """`table[m, observed[m, r]]` for every HMM m and row r: `[M, V, ...] -> [M, R, ...]`.
-
-    observed is [1, R] (every HMM reads the same rows) or [M, 1] (HMM m reads row m).
-    """
-    if observed.shape[0] == 1:
-        return table.index_select(1, observed[0])
-    return table[torch.arange(observed.shape[0], device=observed.device), observed[:, 0]][:, None]
-
-
-@dataclass
-class _HMMGroup:
-    """M HMMs on a device, with the tables of the feature-space recursion.
-
-    initial [M, S], emissions [M, S, V], left [M, S, d] (None: identity, d = S),
-    right [M, d, S]. Derived: start_probs [M, V] and start_features [M, V, d] (the first
-    token of a segment), feature_probs [M, d, V] = right @ E, and feature_step
-    [M, V, d, d] = right diag(E[:, v]) left (None: recurse through the states).
-    """
-
-    initial: torch.Tensor
-    emissions: torch.Tensor
-    left: torch.Tensor | None
-    right: torch.Tensor
-    start_probs: torch.Tensor
-    start_features: torch.Tensor
-    feature_probs: torch.Tensor
-    feature_step: torch.Tensor | None
-
-    @classmethod
-    def build(cls, initial, emissions, left, right, fuse: bool) -> _HMMGroup:
-        start_probs = torch.einsum("ms,msv->mv", initial, emissions)
-        start_states = initial[:, None, :] * emissions.transpose(1, 2)  # [M, V, S]
-        start_features = start_states if left is None else torch.bmm(start_states, left)
-        start_features = flush_subnormal_(start_features / start_probs[..., None].clamp_min(_TINY))
-        feature_probs = torch.bmm(right, emissions)
-        feature_step = None
-        if fuse:  # right[m] diag(E[m, :, v]) left[m] for every v: [M, V, d, d]
-            steps = []
-            for token in range(emissions.shape[2]):
-                weighted = right * emissions[:, None, :, token]  # [M, d, S]
-                steps.append(weighted if left is None else torch.bmm(weighted, left))
-            feature_step = flush_subnormal_(torch.stack(steps, dim=1))
-        return cls(initial, emissions, left, right, start_probs, start_features, feature_probs, feature_step)
-
-    def select(self, index: torch.Tensor) -> _HMMGroup:
-        """The HMMs `index` [M'] as a new group (for the oracle: one HMM per row)."""
-        fields = {name: getattr(self, name) for name in self.__dataclass_fields__}
-        return _HMMGroup(**{name: None if t is None else t[index] for name, t in fields.items()})
-
-    def state_step(self, states: torch.Tensor) -> torch.Tensor:
-        """Propagate state distributions `[M, R, S]` one step."""
-        return flush_subnormal_(torch.bmm(self.to_features(states), self.right))
-
-    def to_features(self, states: torch.Tensor) -> torch.Tensor:
-        return states if self.left is None else flush_subnormal_(torch.bmm(states, self.left))
-
-    def token_probs(self, features: torch.Tensor) -> torch.Tensor:
-        """`[M, R, d] -> [M, R, V]`: next-token distribution of each HMM."""
-        return torch.bmm(features, self.feature_probs)
-
-    def observe(self, features: torch.Tensor, observed: torch.Tensor) -> torch.Tensor:
-        """Unnormalised feature distribution after the tokens `observed` ([1, R] or [M, 1])."""
-        if self.feature_step is None:
-            states = torch.bmm(features, self.right) * _by_token(self.emissions.transpose(1, 2), observed)
-            return self.to_features(states)
-        if observed.shape[0] != 1:  # HMM m reads row m
-            return torch.bmm(features, _by_token(self.feature_step, observed)[:, 0])
-        out = torch.empty_like(features)
-        for token in observed[0].unique().tolist():  # rows that read the same token share a matrix
-            rows = (observed[0] == token).nonzero()[:, 0]
-            out.index_copy_(1, rows, torch.bmm(features.index_select(1, rows), self.feature_step[:, token]))
-        return out
+MIN_BLOCK = 16  # tokens a row chunk leaves room for (longer blocks where the budget allows)
+# floats of the working tensors of one block of tokens: larger blocks mean fewer calls, but
+# beyond the cache every pass over them waits on memory
+BLOCK_FLOATS = 2**22
 
 
 @dataclass
@@ -181,7 +99,7 @@ class BayesOptimalPredictor(MemoryWindows):
         if fuse == "auto":  # pays off when there are fewer features than states
             table_bytes = self.num_tasks * self.vocab_size * self.num_features**2 * self._float_bytes
             fuse = self.num_features < self.num_states and table_bytes <= self.memory_budget_bytes // 4
-        self.hmms = _HMMGroup.build(
+        self.hmms = HMMTables.build(
             initial=tensor(params.initial),
             emissions=tensor(params.emissions),
             left=tensor(params.transition_left) if low_rank else None,
@@ -261,7 +179,7 @@ class BayesOptimalPredictor(MemoryWindows):
 
     def _filter(
         self,
-        hmms: _HMMGroup,
+        hmms: HMMTables,
         tokens: torch.Tensor,
         log_weights: torch.Tensor,
         mix_dim: int,
@@ -276,6 +194,10 @@ class BayesOptimalPredictor(MemoryWindows):
         start_states [M, R, S]: state distribution at the first token (default: initial).
         Returns next-token probabilities for the rows, [rows, L, V+1], and with `want_states`
         (the oracle only) each row's filtered state distribution, [rows, L, S].
+
+        The filtered features come from `forward.filtered_features`, a block of tokens at a
+        time; what they imply (likelihoods, the task posterior, predictions) is read off the
+        whole block at once.
         """
         num_hmms, vocab = hmms.start_probs.shape
         rows, length = tokens.shape[1], tokens.shape[2]
@@ -287,56 +209,74 @@ class BayesOptimalPredictor(MemoryWindows):
         states = None
         if want_states:
             states = torch.zeros(num_hmms, length, self.num_states, dtype=self.dtype, device=self.device)
-        point_mass = delimiter_point_mass(vocab, self.dtype, self.device)
-        delimiter_steps = (tokens == self.delimiter).flatten(0, 1).any(0).tolist()  # one sync, not L
-        log_w = log_weights
-        features = None  # [M, R, d]: feature distribution after the last token
-        # does the next token open a segment (its state distribution is `initial`)?
-        at_start = torch.full_like(tokens[:, :, 0], start_states is None, dtype=torch.bool)
-        for t in range(length):
-            token = tokens[:, :, t]  # [M or 1, R or 1]
-            observed = token.clamp(max=vocab - 1)
-            # does some row open a segment here (known without a device sync)?
-            opens = delimiter_steps[t - 1] if t > 0 else start_states is None
-            if t == 0 and start_states is not None:  # a window that starts inside a segment
-                token_probs = torch.bmm(start_states, hmms.emissions)
-                new = hmms.to_features(start_states * _by_token(hmms.emissions.transpose(1, 2), observed))
-            elif t == 0:
-                token_probs = hmms.start_probs[:, None, :].expand(num_hmms, rows, vocab)
-                new = None
-            else:
-                token_probs = hmms.token_probs(features)
-                if opens:
-                    token_probs = torch.where(at_start[..., None], hmms.start_probs[:, None, :], token_probs)
-                new = hmms.observe(features, observed)
-                probs[:, t - 1, :vocab] = _mix(token_probs, log_w, mix_dim)
-                if delimiter_steps[t]:
-                    probs[(token == self.delimiter).reshape(-1), t - 1] = point_mass
-            likelihood = token_probs.gather(2, observed.expand(num_hmms, rows)[..., None])[..., 0]  # [M, R]
-            if want_states:  # the oracle's: M = rows
-                before = _states_before(hmms, features, start_states, at_start, num_hmms, rows)
-                after = before * _by_token(hmms.emissions.transpose(1, 2), observed)
-                filtered = after / likelihood.clamp_min(_TINY)[..., None]
-                states[:, t] = torch.where((token == self.delimiter)[..., None], 0.0, filtered)[:, 0]
-            if new is None:
-                features = _by_token(hmms.start_features, observed).contiguous()
-            else:
-                features = flush_subnormal_(new.div_(likelihood.clamp_min(_TINY)[..., None]))
-                if opens:
-                    features = torch.where(
-                        at_start[..., None], _by_token(hmms.start_features, observed), features
-                    )
-            is_delim = token == self.delimiter
-            log_w = log_w + torch.where(is_delim, 0.0, torch.log(likelihood))
-            log_w = log_w - log_w.amax(dim=mix_dim, keepdim=True)
-            at_start = is_delim
+        is_delim = tokens == self.delimiter
+        observed = tokens.clamp(max=vocab - 1)
+        resets = torch.cat([torch.full_like(is_delim[..., :1], start_states is None), is_delim[..., :-1]], -1)
+        delimiter_steps = is_delim.flatten(0, 1).any(0).nonzero()[:, 0].tolist()  # one device sync
+        first = None
+        if start_states is not None:  # a window that starts inside a segment
+            token_probs = torch.bmm(start_states, hmms.emissions)  # as `start_probs` from `initial`
+            first_likelihood = token_probs.gather(-1, observed[..., 0].expand(num_hmms, rows)[..., None])[
+                ..., 0
+            ]
+            emitted = start_states * by_token(hmms.emissions.transpose(1, 2), observed[..., 0])
+            first = flush_subnormal_(hmms.to_features(emitted / positive(first_likelihood)[..., None]))
+            first = first, first_likelihood
+        log_w = log_weights.double()
+        features = torch.zeros(num_hmms, rows, hmms.num_features, dtype=self.dtype, device=self.device)
+        for block in self._time_blocks(length, num_hmms * rows, want_states):
+            at = observed[..., block]
+            after, likelihood = filtered_features(
+                hmms,
+                at,
+                resets[..., block],
+                features,
+                first if block.start == 0 else None,
+                self.memory_budget_bytes // 4 // self._float_bytes,
+            )  # [M, R, T, d], [M, R, T]
+            log_w = log_w[..., None] + torch.where(
+                is_delim[..., block], 0.0, torch.log(likelihood.double())
+            ).cumsum(-1)
+            log_w = log_w - log_w.amax(dim=mix_dim, keepdim=True)  # [M, R, T]: after each token
+            weights = _weights(log_w, mix_dim).to(self.dtype)
+            probs[:, block, :vocab] = _mixed_predictions(hmms, after, weights, mix_dim)
+            ends = [t - block.start for t in delimiter_steps if block.start <= t < block.stop]
+            if ends:  # after a delimiter the next token opens a segment
+                opening = _mixed_start(hmms, weights[..., ends], mix_dim)
+                probs[:, block, :vocab][:, ends] = torch.where(
+                    is_delim[..., block][..., ends].reshape(out_rows, -1, 1),
+                    opening,
+                    probs[:, block, :vocab][:, ends],
+                )
             if want_posterior:
-                posterior[:, t] = _weights(log_w, mix_dim).transpose(0, 1)
-        last = hmms.token_probs(features)
-        if delimiter_steps[-1]:
-            last = torch.where(at_start[..., None], hmms.start_probs[:, None, :], last)
-        probs[:, length - 1, :vocab] = _mix(last, log_w, mix_dim)
+                posterior[:, block] = weights.permute(1, 2, 0)
+            if want_states:  # the oracle's: M = rows
+                window_start = start_states if block.start == 0 else None
+                previous = torch.cat([features[:, :, None], after[:, :, :-1]], dim=2)
+                states[:, block] = self._filtered_states(
+                    hmms, previous, window_start, resets[..., block], at, likelihood
+                ).masked_fill(is_delim[..., block, None], 0.0)[:, 0]
+            log_w, features = log_w[..., -1], after[:, :, -1]
+        next_is_delim = is_delim[..., 1:].reshape(out_rows, length - 1)
+        probs[:, :-1][next_is_delim] = delimiter_point_mass(vocab, self.dtype, self.device)
         return BayesPrediction(probs, posterior, states)
+
+    def _filtered_states(self, hmms, previous, window_start, resets, observed, likelihood) -> torch.Tensor:
+        """`[M, R, T, S]`: each chain's state distribution at the tokens of a block: the state
+        before a token (`initial` where it opens a segment, `window_start` at a window's first
+        token, else one step from the previous token's features) conditioned on the token."""
+        before = torch.where(resets[..., None], hmms.initial[:, None, None, :], hmms.to_states(previous))
+        if window_start is not None:
+            before[:, :, 0] = window_start
+        emitted = by_token(hmms.emissions.transpose(1, 2), observed)
+        return before * emitted / positive(likelihood)[..., None]
+
+    def _time_blocks(self, length: int, chains: int, want_states: bool):
+        """Slices of the positions whose working tensors stay about cache-sized (`BLOCK_FLOATS`)."""
+        per_token = chains * self._token_floats(want_states)
+        size = max(1, min(length, BLOCK_FLOATS // max(per_token, 1)))
+        for start in range(0, length, size):
+            yield slice(start, min(start + size, length))
 
     # ---- plumbing -----------------------------------------------------------------
     def _as_ids(self, input_ids) -> torch.Tensor:
@@ -364,11 +304,15 @@ class BayesOptimalPredictor(MemoryWindows):
     def _float_bytes(self) -> int:
         return torch.finfo(self.dtype).bits // 8
 
+    def _token_floats(self, want_states: bool = False) -> int:
+        """Floats held per chain and token of a block while filtering."""
+        floats = 5 * self.num_features + 8
+        return floats + (3 * self.num_states if want_states else 0)
+
     def _row_floats(self, length: int, num_hmms: int, want_posterior: bool) -> int:
-        """Floats held per row while filtering: HMM-by-row temporaries, plus the outputs."""
-        working = num_hmms * (4 * self.num_features + 3 * self.vocab_size)
-        if self.hmms.feature_step is None:  # the state-space recursion
-            working += num_hmms * 3 * self.num_states
+        """Floats held per row while filtering: a block of up to `MIN_BLOCK` tokens of every
+        HMM, the tables' state-space temporaries, plus the outputs."""
+        working = num_hmms * min(length, MIN_BLOCK) * self._token_floats(True)
         return working + length * (self.vocab_size + 1) + (length * num_hmms if want_posterior else 0)
 
     def _group_floats_per_hmm(self) -> int:
@@ -384,18 +328,6 @@ class BayesOptimalPredictor(MemoryWindows):
             yield slice(start, min(start + size, num_rows))
 
 
-def _states_before(
-    hmms: _HMMGroup, features, start_states, at_start, num_hmms: int, rows: int
-) -> torch.Tensor:
-    """`[M, R, S]`: each HMM's state distribution before the next token: `initial` where it opens
-    a segment (`at_start`), else the step from the features of the last token (`start_states` at
-    a window's first token)."""
-    initial = hmms.initial[:, None, :].expand(num_hmms, rows, -1)
-    if features is None:
-        return initial if start_states is None else start_states
-    return torch.where(at_start[..., None], initial, torch.bmm(features, hmms.right))
-
-
 def _weights(log_w: torch.Tensor, mix_dim: int) -> torch.Tensor:
     """Normalised posterior weights from log-weights whose maximum is 0.
 
@@ -407,9 +339,17 @@ def _weights(log_w: torch.Tensor, mix_dim: int) -> torch.Tensor:
     return weights / weights.sum(mix_dim, keepdim=True)
 
 
-def _mix(token_probs: torch.Tensor, log_w: torch.Tensor, mix_dim: int) -> torch.Tensor:
-    """Posterior-weighted mixture of per-HMM next-token distributions -> [rows, V]."""
-    return (_weights(log_w, mix_dim)[..., None] * token_probs).sum(mix_dim)
+def _mixed_predictions(
+    hmms: HMMTables, features: torch.Tensor, weights: torch.Tensor, mix_dim: int
+) -> torch.Tensor:
+    """`[rows, T, V]`: the posterior-weighted next-token distribution after each token, from
+    every chain's features `[M, R, T, d]` and weights `[M, R, T]`."""
+    return (weights[..., None] * hmms.token_probs(features)).sum(mix_dim)
+
+
+def _mixed_start(hmms: HMMTables, weights: torch.Tensor, mix_dim: int) -> torch.Tensor:
+    """`[rows, K, V]`: the posterior-weighted distribution of a segment's first token."""
+    return (weights[..., None] * hmms.start_probs[:, None, None, :]).sum(mix_dim)
 
 
 def _default_budget(device: torch.device) -> int:
