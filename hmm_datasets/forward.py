@@ -229,12 +229,13 @@ def _start(tables: HMMTables, token: torch.Tensor):
 def scan(tables, observed, resets, previous, first=None) -> tuple[torch.Tensor, torch.Tensor]:
     """`filtered_features` by a parallel scan over the tokens (see the module's docstring)."""
     num_hmms, rows, length = tables.initial.shape[0], observed.shape[1], observed.shape[2]
-    d = tables.num_features
-    steps = tables.step_matrices(observed).expand(num_hmms, rows, length, d, d)
-    starts = by_token(tables.start_features, observed).expand(num_hmms, rows, length, d)
+    d, dtype = tables.num_features, tables.right.dtype
+    # in float64 whatever the tables: the products' row scales then rarely need the exact path
+    steps = tables.step_matrices(observed).double().expand(num_hmms, rows, length, d, d)
+    starts = by_token(tables.start_features, observed).double().expand(num_hmms, rows, length, d)
     flags = resets.expand(num_hmms, rows, length)
     if first is not None:
-        starts = torch.cat([first[0][:, :, None], starts[:, :, 1:]], dim=2)
+        starts = torch.cat([first[0].double()[:, :, None], starts[:, :, 1:]], dim=2)
         flags = torch.cat([torch.ones_like(flags[..., :1]), flags[..., 1:]], dim=-1)
     matrices = torch.where(flags[..., None, None], starts[..., None, :].expand_as(steps), steps)
     matrices, flat_flags = matrices.flatten(0, 1), flags.flatten(0, 1)  # [N, T, d, d], [N, T]
@@ -251,11 +252,11 @@ def scan(tables, observed, resets, previous, first=None) -> tuple[torch.Tensor, 
     while levels[-1][0].shape[1] > 2:  # pairwise products up the tree (the root is never read)
         below = levels[-1]
         levels.append(_compose(_pick(below, 0), _pick(below, 1)))
-    vectors = previous.expand(num_hmms, rows, d).reshape(-1, 1, d)
+    vectors = previous.double().expand(num_hmms, rows, d).reshape(-1, 1, d)
     for level in reversed(levels):  # each node's input, down the tree: the right child reads its left sibling
         vectors = torch.stack([vectors, _apply(vectors, _pick(level, 0))], dim=2).flatten(1, 2)
-    features = _apply(vectors, leaves)[:, :length].reshape(num_hmms, rows, length, d)
-    before = vectors[:, :length].reshape(num_hmms, rows, length, d)  # the input of each token
+    features = _apply(vectors, leaves)[:, :length].reshape(num_hmms, rows, length, d).to(dtype)
+    before = vectors[:, :length].reshape(num_hmms, rows, length, d).to(dtype)  # the input of each token
     likelihood = (before * by_token(tables.feature_probs.transpose(1, 2), observed)).sum(-1)
     likelihood = torch.where(flags, by_token(tables.start_probs[..., None], observed)[..., 0], likelihood)
     if first is not None:
