@@ -213,15 +213,7 @@ class BayesOptimalPredictor(MemoryWindows):
         observed = tokens.clamp(max=vocab - 1)
         resets = torch.cat([torch.full_like(is_delim[..., :1], start_states is None), is_delim[..., :-1]], -1)
         delimiter_steps = is_delim.flatten(0, 1).any(0).nonzero()[:, 0].tolist()  # one device sync
-        first = None
-        if start_states is not None:  # a window that starts inside a segment
-            token_probs = torch.bmm(start_states, hmms.emissions)  # as `start_probs` from `initial`
-            first_likelihood = token_probs.gather(-1, observed[..., 0].expand(num_hmms, rows)[..., None])[
-                ..., 0
-            ]
-            emitted = start_states * by_token(hmms.emissions.transpose(1, 2), observed[..., 0])
-            first = flush_subnormal_(hmms.to_features(emitted / positive(first_likelihood)[..., None]))
-            first = first, first_likelihood
+        first = None if start_states is None else _window_start(hmms, start_states, observed[..., 0])
         log_w = log_weights.double()
         features = torch.zeros(num_hmms, rows, hmms.num_features, dtype=self.dtype, device=self.device)
         for block in self._time_blocks(length, num_hmms * rows, want_states):
@@ -311,7 +303,7 @@ class BayesOptimalPredictor(MemoryWindows):
 
     def _row_floats(self, length: int, num_hmms: int, want_posterior: bool) -> int:
         """Floats held per row while filtering: a block of up to `MIN_BLOCK` tokens of every
-        HMM, the tables' state-space temporaries, plus the outputs."""
+        HMM, plus the outputs."""
         working = num_hmms * min(length, MIN_BLOCK) * self._token_floats(True)
         return working + length * (self.vocab_size + 1) + (length * num_hmms if want_posterior else 0)
 
@@ -326,6 +318,17 @@ class BayesOptimalPredictor(MemoryWindows):
         size = max(1, min(num_rows, self.memory_budget_bytes // max(per_row * self._float_bytes, 1)))
         for start in range(0, num_rows, size):
             yield slice(start, min(start + size, num_rows))
+
+
+def _window_start(hmms: HMMTables, start_states: torch.Tensor, token: torch.Tensor):
+    """`(features [M, R, d], likelihood [M, R])` after the first token of a window that starts
+    inside a segment, from the state distribution there (computed as `start_features` and
+    `start_probs` are from `initial`, so a window from `initial` equals a segment start exactly)."""
+    num_hmms, rows, _ = start_states.shape
+    token_probs = torch.bmm(start_states, hmms.emissions)
+    likelihood = token_probs.gather(-1, token.expand(num_hmms, rows)[..., None])[..., 0]
+    emitted = start_states * by_token(hmms.emissions.transpose(1, 2), token)
+    return flush_subnormal_(hmms.to_features(emitted / positive(likelihood)[..., None])), likelihood
 
 
 def _weights(log_w: torch.Tensor, mix_dim: int) -> torch.Tensor:
