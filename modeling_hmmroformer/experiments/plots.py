@@ -1,6 +1,6 @@
 """The depth-and-seed study's figures: each depth's curves against relative depth l/L, the
 mean over seeds with a band from the lowest to the highest seed, the trained models solid and
-their untrained twins dashed; the cross-K report's and the architecture comparison's."""
+their untrained twins dashed (the reports across studies draw theirs in `report_plots`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import numpy as np
 from probing.figures import pyplot, save_figure
 
 from . import layout
-from .diversity import SPLITS, claim_against_k
 
 
 def seed_band(ax, x, curves: list[list[float | None]], label: str | None, color, line: str = "-") -> None:
@@ -196,150 +195,3 @@ def plot_study(summary: dict, folder: Path) -> None:
     }
     for name, plot in plots.items():
         plot(summary, folder / Path(layout.STUDY_FIGURES[name]).name)
-
-
-# ---- the task-diversity study across K (`diversity.summarize_diversity`) ------------------------
-FLOOR_LINES = {"twin": ("-", "over the untrained twin"), "tokens": (":", "over the token-only baseline")}
-YARDSTICK_COLORS = {"oracle": "C7", "mixture": "C0", "prior": "C1", "in_context": "C2"}  # drawn in this order
-DEPTH_LINES = ("-", "--", "-.", ":")
-
-
-def interval_bars(ax, x, stats: list[dict], **style) -> None:
-    """Means with their 95% intervals across seeds as error bars (a bare point without one)."""
-    means = np.array([np.nan if s["mean"] is None else s["mean"] for s in stats], dtype=float)
-    low = np.array([s["ci_low"] if s.get("ci_low") is not None else m for s, m in zip(stats, means)])
-    high = np.array([s["ci_high"] if s.get("ci_high") is not None else m for s, m in zip(stats, means)])
-    ax.errorbar(x, means, yerr=[means - low, high - means], capsize=3, marker="o", ms=4, **style)
-
-
-def other_draws(summary: dict, depth: int) -> list[dict]:
-    """The cells of `depth` on a corpus draw other than 0 (plotted unfilled beside draw 0)."""
-    return [c for c in summary["cells"] if c["depth"] == depth and c["corpus_seed"] != 0]
-
-
-def k_axis(ax, ks: list[int]) -> None:
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(ks, [str(k) for k in ks])
-    ax.set_xlabel("K, HMMs in the training mixture")
-
-
-def plot_claim_against_k(summary: dict, key: str, path: Path) -> None:
-    """One claim across K: its own statistic (left) and its effects over the floors (right), one
-    line per depth, 95% intervals across seeds; the zero line is "no such pattern"."""
-    plt = pyplot()
-    fig, (own_ax, floor_ax) = plt.subplots(1, 2, figsize=(10, 3.6))
-    claim = next(c for c in summary["claims"] if c["key"] == key)
-    ks = sorted({c["num_tasks"] for c in summary["cells"]})
-    for index, (depth, rows) in enumerate(claim_against_k(summary, key).items()):
-        x = [r["num_tasks"] for r in rows]
-        color = f"C{index}"
-        interval_bars(own_ax, x, [r["own"] for r in rows], color=color, label=f"{depth} layers")
-        for cell in other_draws(summary, depth):
-            row = next(v for v in cell["verdicts"] if v["key"] == key)
-            label = f"{depth} layers, corpus draw {cell['corpus_seed']}"
-            interval_bars(own_ax, [cell["num_tasks"]], [row["own"]], color=color, mfc="none", label=label)
-        for floor, (line, name) in FLOOR_LINES.items():
-            effects = [r["floors"].get(floor) for r in rows]
-            if all(e is not None for e in effects):
-                interval_bars(floor_ax, x, effects, color=color, ls=line, label=f"{depth} layers, {name}")
-    sign = "+" if claim["direction"] > 0 else "−"
-    for ax, ylabel in (
-        (own_ax, f"own statistic (predicted sign {sign})"),
-        (floor_ax, "effect over the floor"),
-    ):
-        ax.axhline(0, color="grey", lw=0.6)
-        k_axis(ax, ks)
-        ax.set_ylabel(ylabel)
-        legend(ax, 7)
-    fig.suptitle(f"Fig {claim['figure']}: {claim['claim']}", fontsize=9)
-    save_figure(fig, path)
-
-
-def plot_yardsticks_against_k(summary: dict, path: Path) -> None:
-    """KL(yardstick ‖ model) against K on seen and unseen tasks: one colour per yardstick, one
-    line style per depth (corpus draw 0; other draws unfilled), 95% intervals across seeds."""
-    plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
-    cells = sorted((c for c in summary["cells"] if c["corpus_seed"] == 0), key=lambda c: c["num_tasks"])
-    depths = sorted({c["depth"] for c in cells})
-    for ax, split in zip(axes, SPLITS):
-        for depth, line in zip(depths, DEPTH_LINES):
-            mine = [c for c in cells if c["depth"] == depth]
-            for name, color in YARDSTICK_COLORS.items():
-                stats = [c["yardsticks"][split]["kl"][name] for c in mine]
-                label = f"{name.replace('_', ' ')}, {depth} layers"
-                interval_bars(ax, [c["num_tasks"] for c in mine], stats, color=color, ls=line, label=label)
-                for cell in other_draws(summary, depth):  # unfilled: another corpus draw
-                    interval_bars(
-                        ax,
-                        [cell["num_tasks"]],
-                        [cell["yardsticks"][split]["kl"][name]],
-                        color=color,
-                        mfc="none",
-                    )
-        k_axis(ax, sorted({c["num_tasks"] for c in cells}))
-        ax.set_yscale("log")
-        ax.set_title("seen tasks (test)" if split == "test" else "unseen tasks (test_unseen)")
-    axes[0].set_ylabel("KL(yardstick ‖ model), nats/token")
-    legend(axes[0], 6)
-    save_figure(fig, path)
-
-
-YARDSTICKS_FIGURE = "yardsticks_against_k.png"
-CLAIM_FIGURE_PREFIX = "claim_"  # claim_<key>.png: one figure per claim
-
-
-def is_diversity_figure(name: str) -> bool:
-    """Whether a file name is one `plot_diversity` writes."""
-    return name == YARDSTICKS_FIGURE or (name.startswith(CLAIM_FIGURE_PREFIX) and name.endswith(".png"))
-
-
-def plot_diversity(summary: dict, folder: Path) -> dict[str, str]:
-    """Every figure of the cross-K report into `folder`; returns figure name -> file name."""
-    files = {"yardsticks_against_k": YARDSTICKS_FIGURE}
-    plot_yardsticks_against_k(summary, folder / files["yardsticks_against_k"])
-    for claim in summary["claims"]:
-        files[claim["key"]] = f"{CLAIM_FIGURE_PREFIX}{claim['key']}.png"
-        plot_claim_against_k(summary, claim["key"], folder / files[claim["key"]])
-    return files
-
-
-ARCHITECTURES_FIGURE = "claims_by_architecture.png"
-
-
-def plot_architectures(summary: dict, folder: Path) -> dict[str, str]:
-    """The architecture comparison's figure into `folder`: every claim, one panel each, per
-    architecture (and depth) the trained models' own statistic (filled) and the untrained twins'
-    (unfilled), 95% intervals across seeds; the zero line is "no such pattern". Returns figure
-    name -> file name."""
-    plt = pyplot()
-    claims = summary["claims"]
-    columns = 3
-    rows = -(-len(claims) // columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(3.6 * columns, 2.6 * rows), squeeze=False)
-    cells = summary["cells"]
-    names = [f"{c['architecture']}\n{c['depth']} layers" for c in cells]
-    for ax, (index, claim) in zip(axes.flat, enumerate(claims)):
-        verdicts = [c["verdicts"][index] for c in cells]
-        x = np.arange(len(cells))
-        interval_bars(ax, x - 0.1, [v["own"] for v in verdicts], color="C0", ls="none", label="trained")
-        twins = [(i, (v["floors"].get("twin") or {}).get("floor")) for i, v in enumerate(verdicts)]
-        twins = [(i, twin) for i, twin in twins if twin]
-        if twins:
-            x_twin = [i + 0.1 for i, _ in twins]
-            style = {"color": "C7", "ls": "none", "mfc": "none", "label": "untrained twin"}
-            interval_bars(ax, x_twin, [twin for _, twin in twins], **style)
-        for i, v in enumerate(verdicts):
-            if v["own"]["mean"] is None:  # no statistic: say why where its point would be
-                ax.text(i, 0, v["label"], ha="center", va="bottom", fontsize=6, color="grey", wrap=True)
-        ax.axhline(0, color="grey", lw=0.6)
-        ax.set_xticks(x, names, fontsize=7)
-        ax.set_xlim(-0.6, len(cells) - 0.4)
-        ax.set_title(f"Fig {claim['figure']}: {claim['claim']}", fontsize=7)
-        ax.tick_params(axis="y", labelsize=7)
-    for ax in list(axes.flat)[len(claims) :]:
-        ax.axis("off")
-    handles = {label: handle for ax in axes.flat for handle, label in zip(*ax.get_legend_handles_labels())}
-    axes.flat[0].legend(handles.values(), handles.keys(), fontsize=6)
-    save_figure(fig, folder / ARCHITECTURES_FIGURE)
-    return {"claims": ARCHITECTURES_FIGURE}

@@ -21,7 +21,7 @@ from . import layout
 from .architectures import ARCHITECTURES_TITLE, summarize_architectures
 from .diversity import DIVERSITY_TITLE, summarize_diversity
 from .pipeline import machine_description
-from .plots import ARCHITECTURES_FIGURE, is_diversity_figure, plot_architectures, plot_diversity
+from .report_plots import ARCHITECTURES_FIGURE, is_diversity_figure, plot_architectures, plot_diversity
 
 
 def read_study_summaries(studies: list[Path]) -> list[dict]:
