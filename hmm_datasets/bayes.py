@@ -212,7 +212,7 @@ class BayesOptimalPredictor(MemoryWindows):
         is_delim = tokens == self.delimiter
         observed = tokens.clamp(max=vocab - 1)
         resets = torch.cat([torch.full_like(is_delim[..., :1], start_states is None), is_delim[..., :-1]], -1)
-        delimiter_steps = is_delim.flatten(0, 1).any(0).nonzero()[:, 0].tolist()  # one device sync
+        delimiter_at = is_delim.flatten(0, 1).any(0).tolist()  # one device sync
         first = None if start_states is None else _window_start(hmms, start_states, observed[..., 0])
         log_w = log_weights.double()
         features = torch.zeros(num_hmms, rows, hmms.num_features, dtype=self.dtype, device=self.device)
@@ -232,7 +232,7 @@ class BayesOptimalPredictor(MemoryWindows):
             log_w = log_w - log_w.amax(dim=mix_dim, keepdim=True)  # [M, R, T]: after each token
             weights = _weights(log_w, mix_dim).to(self.dtype)
             probs[:, block, :vocab] = _mixed_predictions(hmms, after, weights, mix_dim)
-            ends = [t - block.start for t in delimiter_steps if block.start <= t < block.stop]
+            ends = [t - block.start for t in range(block.start, block.stop) if delimiter_at[t]]
             if ends:  # after a delimiter the next token opens a segment
                 opening = _mixed_start(hmms, weights[..., ends], mix_dim)
                 probs[:, block, :vocab][:, ends] = torch.where(
@@ -346,8 +346,16 @@ def _mixed_predictions(
     hmms: HMMTables, features: torch.Tensor, weights: torch.Tensor, mix_dim: int
 ) -> torch.Tensor:
     """`[rows, T, V]`: the posterior-weighted next-token distribution after each token, from
-    every chain's features `[M, R, T, d]` and weights `[M, R, T]`."""
-    return (weights[..., None] * hmms.token_probs(features)).sum(mix_dim)
+    every chain's features `[M, R, T, d]` and weights `[M, R, T]`.
+
+    The mixture's (many rows per HMM) token by token, `[T, M, R, ...]`, the order
+    `forward.sequential` writes, so nothing is copied to reorder; the oracle's (one row per
+    HMM) as one product per HMM over its tokens."""
+    if mix_dim == 1:
+        return (weights[..., None] * hmms.token_probs(features)).sum(mix_dim)
+    token_probs = torch.matmul(features.permute(2, 0, 1, 3), hmms.feature_probs)  # [T, M, R, V]
+    weighted = token_probs.mul_(weights.permute(2, 0, 1)[..., None])
+    return weighted.sum(mix_dim + 1).transpose(0, 1)
 
 
 def _mixed_start(hmms: HMMTables, weights: torch.Tensor, mix_dim: int) -> torch.Tensor:

@@ -196,9 +196,6 @@ def sequential(tables, observed, resets, previous, first=None) -> tuple[torch.Te
     likelihood = torch.empty(length, num_hmms, rows, 1, dtype=like.dtype, device=like.device)
     flat = resets.flatten(0, 1)
     reset_all, reset_any = flat.all(0).tolist(), flat.any(0).tolist()  # one device sync, not T
-    steps = None  # one HMM per chain with the fused tables: every step's matrix at once
-    if observed.shape[0] != 1 and tables.feature_step is not None:
-        steps = by_token(tables.feature_step, observed)[:, 0]  # [M, T, d, d]
     features = previous
     for t in range(length):
         token = observed[..., t]
@@ -207,10 +204,7 @@ def sequential(tables, observed, resets, previous, first=None) -> tuple[torch.Te
         elif reset_all[t]:
             out[t], likelihood[t] = _start(tables, token)
         else:
-            if steps is not None:
-                torch.bmm(features, steps[:, t], out=out[t])
-            else:
-                tables.observe(features, token, out=out[t])
+            tables.observe(features, token, out=out[t])
             torch.sum(out[t], -1, keepdim=True, out=likelihood[t])
             flush_subnormal_(out[t].div_(positive(likelihood[t])))
             if reset_any[t]:
