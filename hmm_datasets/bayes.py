@@ -155,45 +155,40 @@ class BayesOptimalPredictor(MemoryWindows):
 
     # ---- the forward algorithm ----------------------------------------------------
     def _mixture_filter(self, ids, want_posterior, start_states=None) -> BayesPrediction:
+        """Every HMM reads every row of `ids [R, L]`, weighted by its posterior; start_states [K, R, S]."""
         log_prior = self.log_prior[:, None].expand(self.num_tasks, ids.shape[0])
         return self._filter(
-            self.hmms,
-            ids[None],
-            log_prior,
-            mix_dim=0,
-            start_states=start_states,
-            want_posterior=want_posterior,
+            self.hmms, ids[None], log_prior, start_states=start_states, want_posterior=want_posterior
         )
 
     def _oracle_filter(self, ids, tasks, start_states=None, want_states=False) -> BayesPrediction:
-        """Row r of `ids [R, L]` read by the HMM of task `tasks[r]`; start_states [R, 1, S]."""
-        zeros = torch.zeros(len(tasks), 1, dtype=self.dtype, device=self.device)
-        return self._filter(
-            self.hmms.select(tasks),
-            ids[:, None, :],
-            zeros,
-            mix_dim=1,
-            start_states=start_states,
-            want_states=want_states,
-        )
+        """Row r of `ids [R, L]` read by the HMM of task `tasks[r]`; start_states [R, S].
+
+        The rows run grouped by task, `[G, W, L]` (`task_grid`), so that one step is a product
+        per group rather than a matrix-vector product per row."""
+        group_tasks, grid, slot = task_grid(tasks)
+        start = None if start_states is None else start_states[grid]
+        out = self._filter(self.hmms.select(group_tasks), ids[grid], None, start, want_states=want_states)
+        return BayesPrediction(out.probs[slot], None, None if out.states is None else out.states[slot])
 
     def _filter(
         self,
         hmms: HMMTables,
         tokens: torch.Tensor,
-        log_weights: torch.Tensor,
-        mix_dim: int,
+        log_weights: torch.Tensor | None,
         start_states: torch.Tensor | None = None,
         want_posterior: bool = False,
         want_states: bool = False,
     ) -> BayesPrediction:
-        """Forward filter of M HMMs over R rows, mixed over `mix_dim`.
+        """Forward filter of M HMMs over their rows: the mixture's (the HMMs' predictions mixed
+        by their posterior) or the oracle's (each chain alone).
 
-        tokens [1, R, L] (every HMM reads every row: the mixture, mix_dim=0) or
-        [M, 1, L] (HMM m reads row m: the oracle, mix_dim=1); log_weights [M, R];
-        start_states [M, R, S]: state distribution at the first token (default: initial).
-        Returns next-token probabilities for the rows, [rows, L, V+1], and with `want_states`
-        (the oracle only) each row's filtered state distribution, [rows, L, S].
+        tokens [1, R, L] with log_weights [M, R] (every HMM reads every row: the mixture; an
+        output row mixes the M chains that read it), or [M, R, L] with log_weights None (HMM m
+        reads rows [m, :]: the oracle; an output row per chain, M R in all). start_states
+        [M, R, S]: state distribution at the first token (default: initial). Returns next-token
+        probabilities, [rows, L, V+1], the task posterior [rows, L, M] (`want_posterior`, the
+        mixture's) and each chain's filtered state distribution, [M R, L, S] (`want_states`).
 
         The filtered features come from `forward.filtered_features`, a block of tokens at a
         time; what they imply (likelihoods, the task posterior, predictions) is read off the
@@ -201,20 +196,23 @@ class BayesOptimalPredictor(MemoryWindows):
         """
         num_hmms, vocab = hmms.start_probs.shape
         rows, length = tokens.shape[1], tokens.shape[2]
-        out_rows = max(tokens.shape[0], rows)
+        mixing = log_weights is not None
+        out_rows = rows if mixing else tokens.shape[0] * rows
         probs = torch.zeros(out_rows, length, vocab + 1, dtype=self.dtype, device=self.device)
         posterior = None
         if want_posterior:
             posterior = torch.empty(out_rows, length, num_hmms, dtype=self.dtype, device=self.device)
         states = None
         if want_states:
-            states = torch.zeros(num_hmms, length, self.num_states, dtype=self.dtype, device=self.device)
+            states = torch.zeros(
+                num_hmms, rows, length, self.num_states, dtype=self.dtype, device=self.device
+            )
         is_delim = tokens == self.delimiter
         observed = tokens.clamp(max=vocab - 1)
         resets = torch.cat([torch.full_like(is_delim[..., :1], start_states is None), is_delim[..., :-1]], -1)
         delimiter_at = is_delim.flatten(0, 1).any(0).tolist()  # one device sync
         first = None if start_states is None else _window_start(hmms, start_states, observed[..., 0])
-        log_w = log_weights.double()
+        log_w = log_weights.double() if mixing else None
         features = torch.zeros(num_hmms, rows, hmms.num_features, dtype=self.dtype, device=self.device)
         for block in self._time_blocks(length, num_hmms * rows, want_states):
             at = observed[..., block]
@@ -226,32 +224,40 @@ class BayesOptimalPredictor(MemoryWindows):
                 first if block.start == 0 else None,
                 self.memory_budget_bytes // 4 // self._float_bytes,
             )  # [M, R, T, d], [M, R, T]
-            log_w = log_w[..., None] + torch.where(
-                is_delim[..., block], 0.0, torch.log(likelihood.double())
-            ).cumsum(-1)
-            log_w = log_w - log_w.amax(dim=mix_dim, keepdim=True)  # [M, R, T]: after each token
-            weights = _weights(log_w, mix_dim).to(self.dtype)
-            probs[:, block, :vocab] = _mixed_predictions(hmms, after, weights, mix_dim)
             ends = [t - block.start for t in range(block.start, block.stop) if delimiter_at[t]]
+            # token by token, the order the schedules write, so nothing is copied to reorder
+            token_probs = torch.matmul(after.permute(2, 0, 1, 3), hmms.feature_probs)  # [T, M, R, V]
+            if mixing:
+                log_w = log_w[..., None] + torch.where(
+                    is_delim[..., block], 0.0, torch.log(likelihood.double())
+                ).cumsum(-1)
+                log_w = log_w - log_w.amax(dim=0, keepdim=True)  # [M, R, T]: after each token
+                weights = _weights(log_w).to(self.dtype)
+                predicted = token_probs.mul_(weights.permute(2, 0, 1)[..., None]).sum(1).transpose(0, 1)
+                opening = _mixed_start(hmms, weights[..., ends]) if ends else None
+                if want_posterior:
+                    posterior[:, block] = weights.permute(1, 2, 0)
+                log_w = log_w[..., -1]
+            else:
+                predicted = token_probs.flatten(1, 2).transpose(0, 1)
+                opening = hmms.start_probs[:, None, None].expand(-1, rows, len(ends), -1).flatten(0, 1)
+            probs[:, block, :vocab] = predicted
             if ends:  # after a delimiter the next token opens a segment
-                opening = _mixed_start(hmms, weights[..., ends], mix_dim)
                 probs[:, block, :vocab][:, ends] = torch.where(
                     is_delim[..., block][..., ends].reshape(out_rows, -1, 1),
                     opening,
                     probs[:, block, :vocab][:, ends],
                 )
-            if want_posterior:
-                posterior[:, block] = weights.permute(1, 2, 0)
-            if want_states:  # the oracle's: M = rows
+            if want_states:
                 window_start = start_states if block.start == 0 else None
                 previous = torch.cat([features[:, :, None], after[:, :, :-1]], dim=2)
-                states[:, block] = self._filtered_states(
+                states[:, :, block] = self._filtered_states(
                     hmms, previous, window_start, resets[..., block], at, likelihood
-                ).masked_fill(is_delim[..., block, None], 0.0)[:, 0]
-            log_w, features = log_w[..., -1], after[:, :, -1]
+                ).masked_fill(is_delim[..., block, None], 0.0)
+            features = after[:, :, -1]
         next_is_delim = is_delim[..., 1:].reshape(out_rows, length - 1)
         probs[:, :-1][next_is_delim] = delimiter_point_mass(vocab, self.dtype, self.device)
-        return BayesPrediction(probs, posterior, states)
+        return BayesPrediction(probs, posterior, None if states is None else states.flatten(0, 1))
 
     def _filtered_states(self, hmms, previous, window_start, resets, observed, likelihood) -> torch.Tensor:
         """`[M, R, T, S]`: each chain's state distribution at the tokens of a block: the state
@@ -260,7 +266,7 @@ class BayesOptimalPredictor(MemoryWindows):
         before = torch.where(resets[..., None], hmms.initial[:, None, None, :], hmms.to_states(previous))
         if window_start is not None:
             before[:, :, 0] = window_start
-        emitted = by_token(hmms.emissions.transpose(1, 2), observed)
+        emitted = by_token(hmms.emitted, observed)
         return before * emitted / positive(likelihood)[..., None]
 
     def _time_blocks(self, length: int, chains: int, want_states: bool):
@@ -299,6 +305,8 @@ class BayesOptimalPredictor(MemoryWindows):
     def _token_floats(self, want_states: bool = False) -> int:
         """Floats held per chain and token of a block while filtering."""
         floats = 5 * self.num_features + 8
+        if self.hmms.feature_step is None:  # the emissions of the block's tokens
+            floats += self.num_states
         return floats + (3 * self.num_states if want_states else 0)
 
     def _row_floats(self, length: int, num_hmms: int, want_posterior: bool) -> int:
@@ -327,40 +335,47 @@ def _window_start(hmms: HMMTables, start_states: torch.Tensor, token: torch.Tens
     num_hmms, rows, _ = start_states.shape
     token_probs = torch.bmm(start_states, hmms.emissions)
     likelihood = token_probs.gather(-1, token.expand(num_hmms, rows)[..., None])[..., 0]
-    emitted = start_states * by_token(hmms.emissions.transpose(1, 2), token)
+    emitted = start_states * by_token(hmms.emitted, token)
     return flush_subnormal_(hmms.to_features(emitted / positive(likelihood)[..., None])), likelihood
 
 
-def _weights(log_w: torch.Tensor, mix_dim: int) -> torch.Tensor:
-    """Normalised posterior weights from log-weights whose maximum is 0.
+def _weights(log_w: torch.Tensor) -> torch.Tensor:
+    """Normalised posterior weights over the HMMs (dim 0) from log-weights whose maximum is 0.
 
     Weights below sqrt(tiny) are set to zero (see `flush_subnormal_`); the log-weights
     themselves stay exact, so a task can still recover later.
     """
     floor = 0.5 * math.log(torch.finfo(log_w.dtype).tiny)
     weights = torch.exp(torch.nn.functional.threshold(log_w, floor, -math.inf))
-    return weights / weights.sum(mix_dim, keepdim=True)
+    return weights / weights.sum(0, keepdim=True)
 
 
-def _mixed_predictions(
-    hmms: HMMTables, features: torch.Tensor, weights: torch.Tensor, mix_dim: int
-) -> torch.Tensor:
-    """`[rows, T, V]`: the posterior-weighted next-token distribution after each token, from
-    every chain's features `[M, R, T, d]` and weights `[M, R, T]`.
-
-    The mixture's (many rows per HMM) token by token, `[T, M, R, ...]`, the order
-    `forward.sequential` writes, so nothing is copied to reorder; the oracle's (one row per
-    HMM) as one product per HMM over its tokens."""
-    if mix_dim == 1:
-        return (weights[..., None] * hmms.token_probs(features)).sum(mix_dim)
-    token_probs = torch.matmul(features.permute(2, 0, 1, 3), hmms.feature_probs)  # [T, M, R, V]
-    weighted = token_probs.mul_(weights.permute(2, 0, 1)[..., None])
-    return weighted.sum(mix_dim + 1).transpose(0, 1)
+def _mixed_start(hmms: HMMTables, weights: torch.Tensor) -> torch.Tensor:
+    """`[R, K, V]`: the posterior-weighted distribution of a segment's first token."""
+    return (weights[..., None] * hmms.start_probs[:, None, None, :]).sum(0)
 
 
-def _mixed_start(hmms: HMMTables, weights: torch.Tensor, mix_dim: int) -> torch.Tensor:
-    """`[rows, K, V]`: the posterior-weighted distribution of a segment's first token."""
-    return (weights[..., None] * hmms.start_probs[:, None, None, :]).sum(mix_dim)
+def task_grid(tasks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Rows grouped by task for the oracle: `(group_tasks [G], grid [G, W], slot [R])`.
+
+    Group g holds up to W rows of task `group_tasks[g]`, `grid[g]` their indices (a group
+    with fewer pads with its task's first row again); `slot[r]` is row r's place in
+    `grid.flatten()`. W is the mean number of rows per task (rounded up), so a task with more
+    rows takes several groups and the grid has at most 2 R + (number of tasks) places."""
+    order = torch.argsort(tasks, stable=True)
+    present, counts = torch.unique_consecutive(tasks[order], return_counts=True)
+    width = -(-len(tasks) // len(present))
+    groups = -(-counts // width)  # of each task
+    task_start = torch.cumsum(counts, 0) - counts  # in `order`
+    group_start = torch.cumsum(groups, 0) - groups
+    task = torch.arange(len(present), device=tasks.device)
+    rank = torch.arange(len(tasks), device=tasks.device) - task_start.repeat_interleave(counts)
+    place = (group_start.repeat_interleave(counts) + rank // width) * width + rank % width
+    grid = order[task_start[task.repeat_interleave(groups)]].repeat_interleave(width)  # the padding
+    grid[place] = order
+    slot = torch.empty_like(order)
+    slot[order] = place
+    return present.repeat_interleave(groups), grid.view(-1, width), slot
 
 
 def _default_budget(device: torch.device) -> int:

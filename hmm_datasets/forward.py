@@ -7,15 +7,20 @@ token t its feature distribution is
     z_t = z_{t-1} @ F[x_t] / sum(...)      F[v] = right @ diag(E[:, v]) @ left   [d x d]
     z_t = start_features[x_t]               where token t opens a segment (a reset)
 
-(`left = I`, `right = P` for a dense HMM). Two schedules compute the same z:
+(`left = I`, `right = P` for a dense HMM). Three schedules compute the same z, and
+`filtered_features` runs the one its cost model (`schedule_costs`) finds cheapest:
 
 - `sequential`: one batched step per token, every chain at once. Cheap in arithmetic
   (2 d^2 flops per token and chain), but each step costs a few framework calls, so it pays
-  off when many chains share a step.
-- `scan`: the products F[x_1] ... F[x_t] by a work-efficient parallel scan (a tree of
-  pairwise products, then the prefixes read down the tree): about 2 log2(T) batched calls in
-  all, at 2 d^3 flops per token and chain. It pays off for few, long chains (one row of
-  thousands of tokens), where the sequential loop would pay its call overhead per token.
+  off when many chains share a step (the mixture: every HMM reads every row).
+- `compiled` (CPU): a compiled loop over the tokens of each chain, the chains in parallel
+  (`loop.filter_chains`, numba). No call overhead per token, but no batched products
+  either: it pays off for few chains, long rows and small batches (the oracle).
+- `scan` (for a GPU, where there is no compiled loop): the products F[x_1] ... F[x_t] by a
+  work-efficient parallel scan (a tree of pairwise products, then the prefixes read down
+  the tree): about 2 log2(T) batched calls in all, at 2 d^3 flops per token and chain. It
+  pays off for few, long chains, where the sequential loop would pay its call overhead per
+  token.
 
 The scan keeps every product as `diag(exp(r)) @ N` with each row of N scaled to a maximum
 of 1 and the row's scale in log space, so no row of a long product underflows: a chain that
@@ -26,7 +31,8 @@ after a token of probability 0). Delimiters are the identity; what a filter hold
 delimiter is never read (the next token opens a segment).
 
 Shapes: M HMMs, R rows, T tokens, S states, V observation tokens, d features. `observed` is
-[1, R, T] (every HMM reads every row: the mixture) or [M, 1, T] (HMM m reads row m).
+[1, R, T] (every HMM reads every row: the mixture) or [M, R, T] (HMM m reads rows [m, :]: the
+oracle, its rows grouped by task).
 """
 
 from __future__ import annotations
@@ -34,12 +40,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 # Costs the schedule is chosen by (a CPU of these machines; the choice only needs the order
-# of magnitude): one framework call, and arithmetic per second in small batched products.
+# of magnitude): one framework call, arithmetic per second in small batched products, and
+# arithmetic per second of one thread of the compiled loop.
 CALL_SECONDS = 6e-6
 FLOPS = 1.5e10
+LOOP_FLOPS = 2.5e9
+# threads the cost model credits the compiled loop with: a constant, so that the schedule, and
+# with it the last bits of float32 results, never depends on the thread setting
+LOOP_THREADS = 2
 SEQUENTIAL_CALLS_PER_TOKEN = 7
 SCAN_CALLS_PER_LEVEL = 30
 
@@ -62,15 +74,17 @@ def positive(totals: torch.Tensor) -> torch.Tensor:
 
 
 def by_token(table: torch.Tensor, observed: torch.Tensor) -> torch.Tensor:
-    """`table[m, observed[m or 0, r or 0, ...]]`: `[M, V, *cell] -> [M, R, ..., *cell]`.
+    """`table[m, observed[m or 0, ...]]`: `[M, V, *cell] -> [M, R, ..., *cell]`.
 
-    observed is [1, R, ...] (every HMM reads the same rows) or [M, 1, ...] (HMM m reads row m).
+    observed is [1, R, ...] (every HMM reads the same rows) or [M, R, ...] (HMM m its own rows).
     """
-    num_hmms, cell = table.shape[0], table.shape[2:]
-    if observed.shape[0] == 1:
-        return table.index_select(1, observed.reshape(-1)).view(num_hmms, *observed.shape[1:], *cell)
-    hmm = torch.arange(num_hmms, device=observed.device).view(num_hmms, *[1] * (observed.ndim - 2))
-    return table[hmm, observed[:, 0]][:, None]
+    num_hmms, vocab, cell = table.shape[0], table.shape[1], table.shape[2:]
+    if observed.shape[0] == 1:  # (cells flattened: index_select copies those far faster)
+        flat = table.reshape(num_hmms, vocab, -1).index_select(1, observed.reshape(-1))
+        return flat.view(num_hmms, *observed.shape[1:], *cell)
+    first_row = torch.arange(0, num_hmms * vocab, vocab, device=observed.device)
+    flat = (observed + first_row.view(num_hmms, *[1] * (observed.ndim - 1))).reshape(-1)
+    return table.reshape(num_hmms * vocab, *cell).index_select(0, flat).view(*observed.shape, *cell)
 
 
 @dataclass
@@ -78,13 +92,15 @@ class HMMTables:
     """M HMMs on a device, with the tables of the feature-space recursion.
 
     initial [M, S], emissions [M, S, V], left [M, S, d] (None: identity, d = S),
-    right [M, d, S]. Derived: start_probs [M, V] and start_features [M, V, d] (the first
-    token of a segment), feature_probs [M, d, V] = right @ E, and feature_step
-    [M, V, d, d] = right diag(E[:, v]) left (None: recurse through the states).
+    right [M, d, S]. Derived: emitted [M, V, S] (emissions by token), start_probs [M, V] and
+    start_features [M, V, d] (the first token of a segment), feature_probs [M, d, V] =
+    right @ E, and feature_step [M, V, d, d] = right diag(E[:, v]) left (None: recurse through
+    the states).
     """
 
     initial: torch.Tensor
     emissions: torch.Tensor
+    emitted: torch.Tensor
     left: torch.Tensor | None
     right: torch.Tensor
     start_probs: torch.Tensor
@@ -106,11 +122,21 @@ class HMMTables:
                 weighted = right * emissions[:, None, :, token]  # [M, d, S]
                 steps.append(weighted if left is None else torch.bmm(weighted, left))
             feature_step = flush_subnormal_(torch.stack(steps, dim=1))
-        return cls(initial, emissions, left, right, start_probs, start_features, feature_probs, feature_step)
+        emitted = emissions.transpose(1, 2).contiguous()
+        return cls(
+            initial, emissions, emitted, left, right, start_probs, start_features, feature_probs, feature_step
+        )
 
     @property
     def num_features(self) -> int:
         return self.right.shape[1]
+
+    def step_flops(self) -> int:
+        """Arithmetic of one token of one chain."""
+        d, num_states = self.right.shape[1:]
+        if self.feature_step is not None:
+            return 2 * d * d
+        return 2 * d * num_states * (1 if self.left is None else 2)
 
     def select(self, index: torch.Tensor) -> HMMTables:
         """The HMMs `index` [M'] as new tables (for the oracle: one HMM per row)."""
@@ -129,31 +155,28 @@ class HMMTables:
         flat = features.reshape(features.shape[0], -1, features.shape[-1])
         return torch.bmm(flat, self.right).view(*features.shape[:-1], -1)
 
-    def token_probs(self, features: torch.Tensor) -> torch.Tensor:
-        """`[M, ..., d] -> [M, ..., V]`: next-token distribution of each HMM."""
-        flat = features.reshape(features.shape[0], -1, features.shape[-1])
-        return torch.bmm(flat, self.feature_probs).view(*features.shape[:-1], -1)
-
-    def observe(self, features: torch.Tensor, observed: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        """`out` = the unnormalised feature distribution after the tokens `observed` ([1, R] or [M, 1])."""
+    def observe(self, features: torch.Tensor, observed: torch.Tensor, out: torch.Tensor, emitted=None):
+        """`out` = the unnormalised feature distribution after the tokens `observed` ([1, R] or
+        [M, R]); `emitted` [M, R, S]: their emission probabilities, if already gathered."""
         if self.feature_step is None:
             states = torch.bmm(features, self.right)
-            emitted = by_token(self.emissions.transpose(1, 2), observed)
+            emitted = by_token(self.emitted, observed) if emitted is None else emitted
             if self.left is None:
                 return torch.mul(states, emitted, out=out)
             return torch.bmm(states.mul_(emitted), self.left, out=out)
-        if observed.shape[0] != 1:  # HMM m reads row m
-            return torch.bmm(features, by_token(self.feature_step, observed)[:, 0], out=out)
+        if observed.shape[0] != 1:  # each HMM reads its own rows
+            steps = by_token(self.feature_step, observed)  # [M, R, d, d]
+            return torch.matmul(features[..., None, :], steps, out=out[..., None, :])[..., 0, :]
         for token in observed[0].unique().tolist():  # rows that read the same token share a matrix
             rows = (observed[0] == token).nonzero()[:, 0]
             out.index_copy_(1, rows, torch.bmm(features.index_select(1, rows), self.feature_step[:, token]))
         return out
 
     def step_matrices(self, observed: torch.Tensor) -> torch.Tensor:
-        """`[M, R, T, d, d]`: F[x_t] for every chain and token of `observed` [1, R, T] or [M, 1, T]."""
+        """`[M, R, T, d, d]`: F[x_t] for every chain and token of `observed` [1, R, T] or [M, R, T]."""
         if self.feature_step is not None:
             return by_token(self.feature_step, observed)
-        emitted = by_token(self.emissions.transpose(1, 2), observed)  # [M, R, T, S]
+        emitted = by_token(self.emitted, observed)  # [M, R, T, S]
         weighted = self.right[:, None, None] * emitted[..., None, :]  # right diag(E[:, x])
         return weighted if self.left is None else weighted @ self.left[:, None, None]
 
@@ -169,23 +192,30 @@ def filtered_features(
     """`(features [M, R, T, d], likelihood [M, R, T])`: the feature distribution of every chain
     after each token of `observed`, and the probability the chain gave that token.
 
-    observed [1, R, T] or [M, 1, T] (observation tokens; a delimiter read as any of them);
+    observed [1, R, T] or [M, R, T] (observation tokens; a delimiter read as any of them);
     resets [same]: the token opens a segment; previous [M, R, d]: the distribution before
     the first token; first: the distribution after the first token and its likelihood,
-    given (a window that starts inside a segment). The schedule (`sequential` or `scan`) is
-    chosen by its cost; both give the same values. `budget_floats` caps the scan's memory.
+    given (a window that starts inside a segment). The schedule (`sequential`, `scan` or,
+    on CPU, `compiled`) is chosen by its cost; all give the same values. `budget_floats`
+    caps the scan's memory.
     """
-    num_hmms, rows, length = tables.initial.shape[0], observed.shape[1], observed.shape[2]
-    chains, d = num_hmms * rows, tables.num_features
+    chains = tables.initial.shape[0] * observed.shape[1]
+    costs = schedule_costs(tables, chains, observed.shape[2], budget_floats)
+    schedule = {"sequential": sequential, "scan": scan, "compiled": compiled}[min(costs, key=costs.get)]
+    return schedule(tables, observed, resets, previous, first)
+
+
+def schedule_costs(tables: HMMTables, chains: int, length: int, budget_floats: int) -> dict[str, float]:
+    """Estimated seconds of each schedule that can run `chains` chains of `length` tokens."""
+    d, flops = tables.num_features, tables.step_flops()
+    costs = {"sequential": length * (SEQUENTIAL_CALLS_PER_TOKEN * CALL_SECONDS + chains * 2 * flops / FLOPS)}
     padded = 2 ** math.ceil(math.log2(max(length, 1)))
-    sequential_cost = length * (SEQUENTIAL_CALLS_PER_TOKEN * CALL_SECONDS + chains * 4 * d * d / FLOPS)
-    scan_cost = (
-        2 * math.log2(padded) * SCAN_CALLS_PER_LEVEL * CALL_SECONDS + chains * padded * 6 * d**3 / FLOPS
-    )
-    fits = chains * padded * d * d * 8 <= budget_floats
-    if length > 1 and fits and scan_cost < sequential_cost:
-        return scan(tables, observed, resets, previous, first)
-    return sequential(tables, observed, resets, previous, first)
+    if length > 1 and chains * padded * d * d * 8 <= budget_floats:
+        levels = 2 * math.log2(padded) * SCAN_CALLS_PER_LEVEL * CALL_SECONDS
+        costs["scan"] = levels + chains * padded * 6 * d**3 / FLOPS
+    if tables.right.device.type == "cpu":
+        costs["compiled"] = chains * length * flops / (LOOP_FLOPS * min(chains, LOOP_THREADS))
+    return costs
 
 
 def sequential(tables, observed, resets, previous, first=None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -196,66 +226,199 @@ def sequential(tables, observed, resets, previous, first=None) -> tuple[torch.Te
     likelihood = torch.empty(length, num_hmms, rows, 1, dtype=like.dtype, device=like.device)
     flat = resets.flatten(0, 1)
     reset_all, reset_any = flat.all(0).tolist(), flat.any(0).tolist()  # one device sync, not T
+    emitted = None
+    if tables.feature_step is None:  # gathered once, time-major: [M, T, R, S]
+        emitted = by_token(tables.emitted, observed.transpose(1, 2))
     features = previous
     for t in range(length):
-        token = observed[..., t]
         if t == 0 and first is not None:
             out[t], likelihood[t] = first[0], first[1][..., None]
-        elif reset_all[t]:
-            out[t], likelihood[t] = _start(tables, token)
         else:
-            tables.observe(features, token, out=out[t])
-            torch.sum(out[t], -1, keepdim=True, out=likelihood[t])
-            flush_subnormal_(out[t].div_(positive(likelihood[t])))
-            if reset_any[t]:
-                start, start_likelihood = _start(tables, token)
-                out[t] = torch.where(resets[..., t, None], start, out[t])
-                likelihood[t] = torch.where(resets[..., t, None], start_likelihood, likelihood[t])
+            step = None if emitted is None else emitted[:, t]
+            _step(
+                tables,
+                features,
+                observed[..., t],
+                resets[..., t],
+                out[t],
+                likelihood[t],
+                step,
+                reset_all[t],
+                reset_any[t],
+            )
         features = out[t]
     return out.permute(1, 2, 0, 3), likelihood[..., 0].permute(1, 2, 0)
 
 
+def compiled(tables, observed, resets, previous, first=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """`filtered_features` as a compiled loop over the tokens, the chains in parallel (CPU only;
+    `loop.filter_chains`)."""
+    import numba
+
+    from . import loop  # numba compiles (or loads) the kernel on first use
+
+    num_hmms, rows, length = tables.initial.shape[0], observed.shape[1], observed.shape[2]
+    like = tables.right
+    out = torch.empty(length, num_hmms, rows, tables.num_features, dtype=like.dtype)
+    likelihood = torch.empty(length, num_hmms, rows, dtype=like.dtype)
+
+    def host(tensor, ndim):  # contiguous, so the kernel compiles once per dtype
+        if tensor is None:
+            return np.empty((0,) * ndim, dtype=out.numpy().dtype)
+        return np.ascontiguousarray(tensor.numpy())
+
+    first_features, first_likelihood = (None, None) if first is None else first
+    threads = torch.get_num_threads()
+    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+    tiny = torch.finfo(like.dtype).tiny
+    try:
+        loop.filter_chains(
+            host(observed, 3),
+            host(resets, 3),
+            host(previous.expand(num_hmms, rows, -1), 3),
+            host(first_features, 3),
+            host(first_likelihood, 2),
+            host(tables.feature_step, 4),
+            host(tables.right, 3),
+            host(tables.emitted, 3),
+            host(tables.left, 3),
+            host(tables.start_features, 3),
+            host(tables.start_probs, 2),
+            tiny,
+            tiny**0.5,
+            out.numpy(),
+            likelihood.numpy(),
+        )
+    finally:  # numba's OpenMP layer sets the process's OpenMP threads, torch's too, when it starts
+        torch.set_num_threads(threads)
+    return out.permute(1, 2, 0, 3), likelihood.permute(1, 2, 0)
+
+
+def _step(tables, features, token, resets, out, likelihood, emitted=None, reset_all=False, reset_any=True):
+    """One token of every chain: `out` [M, R, d] = the normalised features after `token`
+    ([1, R] or [M, R]) from `features`, or the segment's start where `resets` [M or 1, R];
+    `likelihood` [M, R, 1] = the probability of the token. `reset_all` and `reset_any` say
+    what `resets` holds (known on the host, so no device sync)."""
+    if reset_all:
+        out[:], likelihood[:] = _start(tables, token)
+        return
+    tables.observe(features, token, out, emitted)
+    torch.sum(out, -1, keepdim=True, out=likelihood)
+    flush_subnormal_(out.div_(positive(likelihood)))
+    if reset_any:
+        start, start_likelihood = _start(tables, token)
+        out[:] = torch.where(resets[..., None], start, out)
+        likelihood[:] = torch.where(resets[..., None], start_likelihood, likelihood)
+
+
 def _start(tables: HMMTables, token: torch.Tensor):
-    """Features and likelihood of the tokens `token` ([1, R] or [M, 1]) opening a segment."""
+    """Features and likelihood of the tokens `token` ([1, R] or [M, R]) opening a segment."""
     return by_token(tables.start_features, token), by_token(tables.start_probs[..., None], token)
 
 
 def scan(tables, observed, resets, previous, first=None) -> tuple[torch.Tensor, torch.Tensor]:
-    """`filtered_features` by a parallel scan over the tokens (see the module's docstring)."""
+    """`filtered_features` by a parallel scan over the tokens (see the module's docstring).
+
+    The tree's leaves are pairs of tokens, read from a table of the products of every two
+    token classes (or composed, when the table would be the larger); the tree gives each
+    pair's input, and the two tokens of every pair are then read by two steps of the
+    sequential recursion over all pairs at once.
+    """
     num_hmms, rows, length = tables.initial.shape[0], observed.shape[1], observed.shape[2]
-    d, dtype = tables.num_features, tables.right.dtype
-    # in float64 whatever the tables: the products' row scales then rarely need the exact path
-    steps = tables.step_matrices(observed).double().expand(num_hmms, rows, length, d, d)
-    starts = by_token(tables.start_features, observed).double().expand(num_hmms, rows, length, d)
-    flags = resets.expand(num_hmms, rows, length)
+    d, vocab = tables.num_features, tables.start_probs.shape[1]
+    half = 2 ** math.ceil(math.log2(length)) // 2
+    pad = 2 * half - length
+    classes = torch.nn.functional.pad(observed, (0, pad), value=vocab)  # class V: the identity (padding)
+    flags = torch.nn.functional.pad(resets, (0, pad), value=False).expand(num_hmms, rows, 2 * half)
+    starts = None
     if first is not None:
-        starts = torch.cat([first[0].double()[:, :, None], starts[:, :, 1:]], dim=2)
-        flags = torch.cat([torch.ones_like(flags[..., :1]), flags[..., 1:]], dim=-1)
-    matrices = torch.where(flags[..., None, None], starts[..., None, :].expand_as(steps), steps)
-    matrices, flat_flags = matrices.flatten(0, 1), flags.flatten(0, 1)  # [N, T, d, d], [N, T]
-    padded = 2 ** math.ceil(math.log2(length))
-    if padded > length:  # the identity after the last token
-        eye = torch.eye(d, dtype=matrices.dtype, device=matrices.device)
-        matrices = torch.cat([matrices, eye.expand(matrices.shape[0], padded - length, d, d)], dim=1)
-        flat_flags = torch.cat(
-            [flat_flags, flat_flags.new_zeros(flat_flags.shape[0], padded - length)], dim=1
-        )
-    top = matrices.amax(-1)
-    leaves = (flat_flags, torch.log(top), flush_subnormal_(matrices / positive(top)[..., None]))
-    levels = [leaves]
+        flags = flags.clone()
+        flags[..., 0] = True
+        starts = first[0].double()
+    # the tree works in float64 whatever the tables: its row scales then rarely need the exact path
+    pairs = _pair_nodes(tables, classes, flags, starts)  # [M R, half]
+    levels = [pairs]
     while levels[-1][0].shape[1] > 2:  # pairwise products up the tree (the root is never read)
         below = levels[-1]
         levels.append(_compose(_pick(below, 0), _pick(below, 1)))
     vectors = previous.double().expand(num_hmms, rows, d).reshape(-1, 1, d)
-    for level in reversed(levels):  # each node's input, down the tree: the right child reads its left sibling
-        vectors = torch.stack([vectors, _apply(vectors, _pick(level, 0))], dim=2).flatten(1, 2)
-    features = _apply(vectors, leaves)[:, :length].reshape(num_hmms, rows, length, d).to(dtype)
-    before = vectors[:, :length].reshape(num_hmms, rows, length, d).to(dtype)  # the input of each token
-    likelihood = (before * by_token(tables.feature_probs.transpose(1, 2), observed)).sum(-1)
-    likelihood = torch.where(flags, by_token(tables.start_probs[..., None], observed)[..., 0], likelihood)
-    if first is not None:
-        likelihood[:, :, 0] = first[1]
-    return features, likelihood
+    if half > 1:  # each node's input, down the tree: the right child reads its left sibling
+        for level in reversed(levels):
+            vectors = torch.stack([vectors, _apply(vectors, _pick(level, 0))], dim=2).flatten(1, 2)
+    # the two tokens of every pair, from the pair's input
+    dtype, width = tables.right.dtype, rows * half
+    tokens = classes.clamp(max=vocab - 1)
+    out = torch.empty(2, num_hmms, width, d, dtype=dtype, device=vectors.device)
+    likelihood = torch.empty(2, num_hmms, width, 1, dtype=dtype, device=vectors.device)
+    features = vectors.to(dtype).view(num_hmms, width, d)
+    for parity in (0, 1):
+        token = tokens[..., parity::2].reshape(tokens.shape[0], width)
+        reset = flags[..., parity::2].reshape(num_hmms, width)
+        _step(tables, features, token, reset, out[parity], likelihood[parity], reset_any=bool(reset.any()))
+        if parity == 0 and first is not None:
+            out[0].view(num_hmms, rows, half, d)[:, :, 0] = first[0]
+            likelihood[0].view(num_hmms, rows, half)[:, :, 0] = first[1]
+        features = out[parity]
+    features = out.view(2, num_hmms, rows, half, d).permute(1, 2, 3, 0, 4).reshape(num_hmms, rows, -1, d)
+    likelihood = likelihood.view(2, num_hmms, rows, half).permute(1, 2, 3, 0).reshape(num_hmms, rows, -1)
+    return features[:, :, :length], likelihood[:, :, :length]
+
+
+def _token_nodes(tables: HMMTables):
+    """`(r [M, V+1, d], N [M, V+1, d, d])`: each token's step matrix F[v] as `diag(exp(r)) N`
+    (rows of N scaled to a maximum of 1), and the identity as class V."""
+    num_hmms, vocab = tables.start_probs.shape
+    index = torch.arange(vocab, device=tables.right.device)[None, None]
+    steps = tables.step_matrices(index)[:, 0].double()  # [M, V, d, d]
+    eye = torch.eye(steps.shape[-1], dtype=steps.dtype, device=steps.device)
+    steps = torch.cat([steps, eye.expand(num_hmms, 1, *eye.shape)], dim=1)
+    top = steps.amax(-1)
+    return torch.log(top), flush_subnormal_(steps / positive(top)[..., None])
+
+
+def _pair_nodes(tables: HMMTables, classes, flags, starts) -> tuple:
+    """The tree's first level: `(flags, r, N)` of F[x_2i] F[x_2i+1] for every chain, `[M R, half]`.
+
+    classes [1 or M, R, 2 half] (V: the identity); flags [M, R, 2 half]: the token opens a
+    segment, its matrix then the rank-1 matrix of the segment's start (`starts` [M, R, d] at
+    token 0 when given, else `start_features`)."""
+    num_hmms, rows, length = flags.shape
+    r, n = _token_nodes(tables)
+    num_classes = r.shape[1]
+    even, odd = classes[..., 0::2], classes[..., 1::2]
+    if num_classes**2 <= rows * length // 2:  # a table of every pair is the cheaper
+        _, r_table, n_table = _compose(
+            (None, r[:, :, None], n[:, :, None]), (None, r[:, None, :], n[:, None, :])
+        )
+        pair = even * num_classes + odd
+        r_pairs, n_pairs = by_token(r_table.flatten(1, 2), pair), by_token(n_table.flatten(1, 2), pair)
+    else:
+        first_nodes = (None, by_token(r, even), by_token(n, even))
+        _, r_pairs, n_pairs = _compose(first_nodes, (None, by_token(r, odd), by_token(n, odd)))
+    paired_flags = flags[..., 0::2] | flags[..., 1::2]
+    if bool(paired_flags.any()):  # pairs that open a segment, composed apart
+        m, row, i = paired_flags.nonzero(as_tuple=True)
+        left = _leaf_nodes(tables, r, n, classes, flags, starts, (m, row, 2 * i))
+        right = _leaf_nodes(tables, r, n, classes, flags, starts, (m, row, 2 * i + 1))
+        _, r_pairs[m, row, i], n_pairs[m, row, i] = _compose(left, right)
+    return paired_flags.flatten(0, 1), r_pairs.flatten(0, 1), n_pairs.flatten(0, 1)
+
+
+def _leaf_nodes(tables, r, n, classes, flags, starts, at) -> tuple:
+    """`(flags, r, N)` of the tokens at `at` (indices into [M, R, 2 half]): their step matrix, or
+    where flagged the rank-1 matrix whose rows are the segment's start."""
+    m, row, t = at
+    token = classes.expand(flags.shape)[m, row, t]
+    flag = flags[m, row, t]
+    r, n = r[m, token], n[m, token]
+    start = tables.start_features.double()[m, token.clamp(max=tables.start_probs.shape[1] - 1)]
+    if starts is not None:  # a window's first token
+        start = torch.where((t == 0)[:, None], starts[m, row], start)
+    top = start.amax(-1, keepdim=True)
+    rank_one = flush_subnormal_(start / positive(top))[:, None, :].expand_as(n)
+    n = torch.where(flag[:, None, None], rank_one, n)
+    r = torch.where(flag[:, None], torch.log(top).expand_as(r), r)
+    return flag, r, n
 
 
 def _pick(level, parity: int):
@@ -263,7 +426,8 @@ def _pick(level, parity: int):
 
 
 def _compose(first, then):
-    """The product of two scaled matrices (flags, r, N) with the second applied after the first.
+    """The product of two scaled matrices (flags, r, N) with the second applied after the first
+    (flags None: neither holds a reset).
 
     Row i of the product is sum_j N1[i, j] exp(r2[j]) N2[j]. Scaling every r2 by the largest
     is exact unless some exp underflows (scales more than ~700 nats apart in float64); then
@@ -283,8 +447,11 @@ def _compose(first, then):
     top = product.amax(-1)
     n = flush_subnormal_(product / positive(top)[..., None])
     r = r1 + shift + torch.log(top)
-    reset = flags2[..., None]
-    return flags1 | flags2, torch.where(reset, r2, r), torch.where(reset[..., None], n2, n)
+    if flags2 is None:  # no product is flagged
+        return None, r, n
+    if bool(flags2.any()):  # a reset forgets what came before it
+        r, n = torch.where(flags2[..., None], r2, r), torch.where(flags2[..., None, None], n2, n)
+    return flags1 | flags2, r, n
 
 
 def _apply(vectors: torch.Tensor, matrices) -> torch.Tensor:

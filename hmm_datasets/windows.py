@@ -101,7 +101,7 @@ class MemoryWindows:
 
         def run_predictions(runs, start_states, rows):  # start_states [W, K, S]
             run_tasks = tasks[rows]
-            starts = start_states[torch.arange(len(rows), device=self.device), run_tasks][:, None]
+            starts = start_states[torch.arange(len(rows), device=self.device), run_tasks]
             return self._oracle_filter(runs, run_tasks, start_states=starts).probs
 
         per_run = self._row_floats(max(memories), 1, False) + self._group_floats_per_hmm()

@@ -1,28 +1,43 @@
-"""The forward recursion's two schedules (one token at a time, and the parallel scan) against
-each other and against independent forward algorithms, on long rows, batches and edge cases."""
+"""The forward recursion's three schedules (batched steps, a compiled loop, a parallel scan)
+against each other and against independent forward algorithms, on long rows, batches and edge
+cases; the oracle's rows grouped by task; the schedule the cost model picks."""
+
+import dataclasses
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import torch
 
 from hmm_datasets import BayesOptimalPredictor, HMMParams, forward, get_preset, sample_hmm_params
+from hmm_datasets.bayes import task_grid
 from tests.hmm_datasets.test_bayes import independent_oracle, random_params
 
 
-def tables_and_tokens(params, ids, fuse, per_row_hmm=None):
-    """The predictor's tables and the recursion's inputs for rows `ids` (mixture form, or one
-    HMM per row when `per_row_hmm` names them)."""
+def tables_and_tokens(params, ids, fuse, layout=None):
+    """The predictor's tables and the recursion's inputs for rows `ids`: the mixture form, or
+    `layout = (hmms, grid)`, HMM hmms[m] reading the rows grid[m] (one per HMM, or grouped)."""
     predictor = BayesOptimalPredictor(params, device="cpu", dtype=torch.float64, fuse=fuse)
     ids = torch.as_tensor(ids)
     tables = predictor.hmms
-    if per_row_hmm is None:
+    if layout is None:
         tokens = ids[None]
     else:
-        tables, tokens = tables.select(torch.as_tensor(per_row_hmm)), ids[:, None]
+        tables, tokens = tables.select(torch.as_tensor(layout[0])), ids[torch.as_tensor(layout[1])]
     is_delim = tokens == params.vocab_size
     resets = torch.cat([torch.ones_like(is_delim[..., :1]), is_delim[..., :-1]], -1)
     previous = torch.zeros(tables.initial.shape[0], tokens.shape[1], tables.num_features, dtype=torch.float64)
     return tables, tokens.clamp(max=params.vocab_size - 1), resets, previous, is_delim
+
+
+ONE_ROW = ([0], [[0]])
+LAYOUTS = {  # three rows: every HMM reads them; HMM m reads row m; rows grouped by HMM
+    "mixture": None,
+    "one-hmm-per-row": ([0, 2, 1], [[0], [1], [2]]),
+    "grouped": ([0, 2], [[0, 1], [2, 0]]),
+}
 
 
 def edge_rows(vocab, length, rng):
@@ -34,26 +49,27 @@ def edge_rows(vocab, length, rng):
     return ids
 
 
-SCHEDULES = pytest.mark.parametrize("rank, fuse", [(None, False), (2, True), (2, False)])
+TABLES = pytest.mark.parametrize("rank, fuse", [(None, False), (2, True), (2, False)])
+FAST = pytest.mark.parametrize("schedule", [forward.scan, forward.compiled], ids=["scan", "compiled"])
 
 
-@SCHEDULES
-@pytest.mark.parametrize("per_row", [False, True], ids=["mixture", "one-hmm-per-row"])
-def test_the_scan_equals_the_sequential_recursion(rank, fuse, per_row):
+@FAST
+@TABLES
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_the_fast_schedules_equal_the_sequential_recursion(schedule, rank, fuse, layout):
     params = random_params(num_tasks=3, num_states=4, vocab=3, rank=rank, seed=7)
     ids = edge_rows(params.vocab_size, 300, np.random.default_rng(1))
-    tables, tokens, resets, previous, is_delim = tables_and_tokens(
-        params, ids, fuse, [0, 2, 1] if per_row else None
-    )
+    tables, tokens, resets, previous, is_delim = tables_and_tokens(params, ids, fuse, LAYOUTS[layout])
     slow = forward.sequential(tables, tokens, resets, previous)
-    fast = forward.scan(tables, tokens, resets, previous)
+    fast = schedule(tables, tokens, resets, previous)
     delimiter = is_delim.expand(slow[1].shape)  # what a filter holds there is never read
     torch.testing.assert_close(fast[1][~delimiter], slow[1][~delimiter], atol=1e-12, rtol=0)
     torch.testing.assert_close(fast[0][~delimiter], slow[0][~delimiter], atol=1e-12, rtol=0)
 
 
-@SCHEDULES
-def test_the_scan_continues_a_block_and_starts_a_window(rank, fuse):
+@FAST
+@TABLES
+def test_the_fast_schedules_continue_a_block_and_start_a_window(schedule, rank, fuse):
     """From the features a previous block left, and from a given first distribution (a window
     that starts inside a segment)."""
     params = random_params(num_tasks=2, num_states=4, vocab=3, rank=rank, seed=2)
@@ -68,17 +84,32 @@ def test_the_scan_continues_a_block_and_starts_a_window(rank, fuse):
     )
     for given in (None, first):
         slow = forward.sequential(tables, tokens, resets, previous, given)
-        fast = forward.scan(tables, tokens, resets, previous, given)
+        fast = schedule(tables, tokens, resets, previous, given)
         torch.testing.assert_close(fast, slow, atol=1e-12, rtol=0)
 
 
-def test_the_scan_follows_sparse_hmms_over_4096_tokens():
+@pytest.mark.parametrize("length", [2, 3, 6, 9])
+def test_the_scan_on_short_rows_of_a_large_vocabulary(length):
+    """Fewer token pairs than a table of every pair would hold: the pairs are composed one by
+    one, with segment starts among them."""
+    params = random_params(num_tasks=2, num_states=3, vocab=9, rank=None, seed=8)
+    ids = np.random.default_rng(9).integers(0, 10, size=(1, length))
+    tables, tokens, resets, previous, is_delim = tables_and_tokens(params, ids, False, ONE_ROW)
+    slow = forward.sequential(tables, tokens, resets, previous)
+    fast = forward.scan(tables, tokens, resets, previous)
+    delimiter = is_delim.expand(slow[1].shape)
+    torch.testing.assert_close(fast[1][~delimiter], slow[1][~delimiter], atol=1e-12, rtol=0)
+    torch.testing.assert_close(fast[0][~delimiter], slow[0][~delimiter], atol=1e-12, rtol=0)
+
+
+@FAST
+def test_the_fast_schedules_follow_sparse_hmms_over_4096_tokens(schedule):
     """The `small` preset's HMMs (Dirichlet 0.03: many probabilities below 1e-100)."""
     params = sample_hmm_params(get_preset("small", num_tasks=4))
     ids = sample_row(params, 0, 4096, np.random.default_rng(0))[None]
-    tables, tokens, resets, previous, _ = tables_and_tokens(params, ids, False, [0])
+    tables, tokens, resets, previous, _ = tables_and_tokens(params, ids, False, ONE_ROW)
     slow = forward.sequential(tables, tokens, resets, previous)
-    fast = forward.scan(tables, tokens, resets, previous)
+    fast = schedule(tables, tokens, resets, previous)
     torch.testing.assert_close(fast, slow, atol=1e-12, rtol=0)
 
 
@@ -96,7 +127,7 @@ def test_the_scan_stays_exact_when_its_row_scales_drift_thousands_of_nats_apart(
     ids = np.random.default_rng(1).integers(0, 3, size=(1, 4096))
     drift = np.log(uniform[ids[0]]).sum() - np.log(peaked[ids[0]]).sum()
     assert drift > 10_000  # nats: exp(-drift / 8) is already 0 in float64
-    tables, tokens, resets, previous, _ = tables_and_tokens(params, ids, False, [0])
+    tables, tokens, resets, previous, _ = tables_and_tokens(params, ids, False, ONE_ROW)
     slow = forward.sequential(tables, tokens, resets, previous)
     fast = forward.scan(tables, tokens, resets, previous)
     torch.testing.assert_close(fast, slow, atol=1e-12, rtol=0)
@@ -150,7 +181,7 @@ def independent_mixture(params, row):
     return np.einsum("kl,klv->lv", weights, per_task)
 
 
-@SCHEDULES
+@TABLES
 def test_the_predictor_on_one_row_of_4096_tokens_equals_independent_forward_algorithms(rank, fuse):
     params = random_params(num_tasks=3, num_states=4, vocab=4, rank=rank, seed=11)
     rng = np.random.default_rng(12)
@@ -186,3 +217,51 @@ def test_a_batch_mixing_lengths_with_padding_predicts_each_row_as_alone(padding)
         # the last prediction of a row looks past its end, into the padding
         np.testing.assert_allclose(together[r, : n - 1], alone[:-1], atol=1e-12)
         np.testing.assert_allclose(together_oracle[r, : n - 1], alone_oracle[:-1], atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "tasks",
+    [[3, 1, 3, 3, 0, 1, 3, 3, 3, 3], [5], [2, 2, 2], list(range(7)), [0] * 40 + [1, 2, 3]],
+    ids=["uneven", "one-row", "one-task", "a-task-per-row", "one-large-task"],
+)
+def test_the_oracle_grid_holds_each_row_once_under_its_task(tasks):
+    tasks = torch.tensor(tasks)
+    group_tasks, grid, slot = task_grid(tasks)
+    assert torch.equal(grid.flatten()[slot], torch.arange(len(tasks)))
+    assert torch.equal(tasks[grid], group_tasks[:, None].expand_as(grid))
+    assert grid.numel() <= 2 * len(tasks) + len(set(tasks.tolist()))  # padding stays bounded
+
+
+def test_the_cost_model_picks_a_loop_for_few_chains_and_batched_steps_for_many():
+    tables = BayesOptimalPredictor(sample_hmm_params(get_preset("small")), device="cpu").hmms
+
+    def cheapest(chains, length, device_tables=tables):
+        costs = forward.schedule_costs(device_tables, chains, length, budget_floats=2**28)
+        return min(costs, key=costs.get)
+
+    assert cheapest(1, 4096) == "compiled"
+    assert cheapest(32 * 512, 16) == "sequential"  # the mixture of `small` on 512 rows
+    on_a_gpu = dataclasses.replace(tables, right=tables.right.to("meta"))  # no compiled loop there
+    assert cheapest(1, 4096, on_a_gpu) == "scan"
+    assert cheapest(32 * 512, 16, on_a_gpu) == "sequential"
+
+
+def test_the_compiled_loop_leaves_the_thread_setting_alone():
+    """numba's OpenMP layer sets the process's OpenMP threads (torch's too) when it starts: a
+    process told to use one thread must still use one after the loop ran."""
+    code = """
+import torch
+torch.set_num_threads(1)
+import hmm_datasets
+from hmm_datasets import forward
+tables = hmm_datasets.BayesOptimalPredictor(
+    hmm_datasets.sample_hmm_params(hmm_datasets.get_preset("tiny")), device="cpu"
+).hmms
+tokens, resets = torch.zeros(1, 2, 30, dtype=torch.long), torch.zeros(1, 2, 30, dtype=torch.bool)
+resets[..., 0] = True
+forward.compiled(tables, tokens, resets, torch.zeros(tables.initial.shape[0], 2, tables.num_features))
+print(torch.get_num_threads())
+"""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "2"}
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert ran.stdout.split()[-1] == "1"
