@@ -198,7 +198,8 @@ class BayesOptimalPredictor(MemoryWindows):
         rows, length = tokens.shape[1], tokens.shape[2]
         mixing = log_weights is not None
         out_rows = rows if mixing else tokens.shape[0] * rows
-        probs = torch.zeros(out_rows, length, vocab + 1, dtype=self.dtype, device=self.device)
+        probs = torch.empty(out_rows, length, vocab + 1, dtype=self.dtype, device=self.device)
+        probs[..., vocab] = 0.0  # the rest is written block by block
         posterior = None
         if want_posterior:
             posterior = torch.empty(out_rows, length, num_hmms, dtype=self.dtype, device=self.device)
@@ -225,21 +226,20 @@ class BayesOptimalPredictor(MemoryWindows):
                 self.memory_budget_bytes // 4 // self._float_bytes,
             )  # [M, R, T, d], [M, R, T]
             ends = [t - block.start for t in range(block.start, block.stop) if delimiter_at[t]]
-            # token by token, the order the schedules write, so nothing is copied to reorder
-            token_probs = torch.matmul(after.permute(2, 0, 1, 3), hmms.feature_probs)  # [T, M, R, V]
+            token_probs = _token_probs(hmms, after)  # [M, R, T, V]
             if mixing:
                 log_w = log_w[..., None] + torch.where(
                     is_delim[..., block], 0.0, torch.log(likelihood.double())
                 ).cumsum(-1)
                 log_w = log_w - log_w.amax(dim=0, keepdim=True)  # [M, R, T]: after each token
                 weights = _weights(log_w).to(self.dtype)
-                predicted = token_probs.mul_(weights.permute(2, 0, 1)[..., None]).sum(1).transpose(0, 1)
+                predicted = _mixed(token_probs, weights)
                 opening = _mixed_start(hmms, weights[..., ends]) if ends else None
                 if want_posterior:
                     posterior[:, block] = weights.permute(1, 2, 0)
                 log_w = log_w[..., -1]
             else:
-                predicted = token_probs.flatten(1, 2).transpose(0, 1)
+                predicted = token_probs.flatten(0, 1)
                 opening = hmms.start_probs[:, None, None].expand(-1, rows, len(ends), -1).flatten(0, 1)
             probs[:, block, :vocab] = predicted
             if ends:  # after a delimiter the next token opens a segment
@@ -348,6 +348,26 @@ def _weights(log_w: torch.Tensor) -> torch.Tensor:
     floor = 0.5 * math.log(torch.finfo(log_w.dtype).tiny)
     weights = torch.exp(torch.nn.functional.threshold(log_w, floor, -math.inf))
     return weights / weights.sum(0, keepdim=True)
+
+
+def _token_probs(hmms: HMMTables, features: torch.Tensor) -> torch.Tensor:
+    """`[M, R, T, V]`: each chain's next-token distribution after each token, from its features
+    `[M, R, T, d]` in the layout the schedule wrote (chain by chain, or token by token), so
+    nothing is copied to reorder."""
+    num_hmms, rows, length, d = features.shape
+    if features.is_contiguous():  # chain by chain
+        return torch.bmm(features.view(num_hmms, -1, d), hmms.feature_probs).view(num_hmms, rows, length, -1)
+    return torch.matmul(features.permute(2, 0, 1, 3), hmms.feature_probs).permute(1, 2, 0, 3)
+
+
+def _mixed(token_probs: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """`[R, T, V]`: the posterior-weighted next-token distribution, from each chain's `[M, R, T, V]`
+    (weighted in place) and weights `[M, R, T]`, summed over the HMMs in the order the
+    distributions lie in memory (chain by chain, or token by token)."""
+    weighted = token_probs.mul_(weights[..., None])
+    if weighted.is_contiguous():
+        return weighted.sum(0)
+    return weighted.permute(2, 0, 1, 3).sum(1).transpose(0, 1)
 
 
 def _mixed_start(hmms: HMMTables, weights: torch.Tensor) -> torch.Tensor:

@@ -259,8 +259,8 @@ def compiled(tables, observed, resets, previous, first=None) -> tuple[torch.Tens
 
     num_hmms, rows, length = tables.initial.shape[0], observed.shape[1], observed.shape[2]
     like = tables.right
-    out = torch.empty(length, num_hmms, rows, tables.num_features, dtype=like.dtype)
-    likelihood = torch.empty(length, num_hmms, rows, dtype=like.dtype)
+    out = torch.empty(num_hmms, rows, length, tables.num_features, dtype=like.dtype)
+    likelihood = torch.empty(num_hmms, rows, length, dtype=like.dtype)
 
     def host(tensor, ndim):  # contiguous, so the kernel compiles once per dtype
         if tensor is None:
@@ -291,7 +291,7 @@ def compiled(tables, observed, resets, previous, first=None) -> tuple[torch.Tens
         )
     finally:  # numba's OpenMP layer sets the process's OpenMP threads, torch's too, when it starts
         torch.set_num_threads(threads)
-    return out.permute(1, 2, 0, 3), likelihood.permute(1, 2, 0)
+    return out, likelihood
 
 
 def _step(tables, features, token, resets, out, likelihood, emitted=None, reset_all=False, reset_any=True):

@@ -39,7 +39,7 @@ def filter_chains(
     out,
     likelihood,
 ):  # pragma: no cover - compiled; its outputs are tested against the framework schedules
-    """Write `out [T, M, R, d]` and `likelihood [T, M, R]` for every chain.
+    """Write `out [M, R, T, d]` and `likelihood [M, R, T]` for every chain.
 
     observed (int), resets (bool): [1 or M, R, T] (1: every HMM reads the same rows);
     previous [M, R, d]: the features before the first token; first_features [M, R, d] and
@@ -49,7 +49,7 @@ def filter_chains(
     the identity); start_features [M, V, d], start_probs [M, V]; tiny: the smallest normal
     number; floor: sqrt(tiny).
     """
-    length, num_hmms, rows, d = out.shape
+    num_hmms, rows, length, d = out.shape
     num_states = emitted.shape[2]
     fused = step.shape[0] > 0
     low_rank = left.shape[0] > 0
@@ -96,6 +96,6 @@ def filter_chains(
                 for j in range(d):
                     value = new[j] / max(total, tiny)
                     new[j] = value if value > floor else 0.0
-            out[t, m, r] = new
-            likelihood[t, m, r] = total
+            out[m, r, t] = new
+            likelihood[m, r, t] = total
             z[:] = new
