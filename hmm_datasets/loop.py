@@ -38,7 +38,7 @@ def filter_chains(
     floor,
     out,
     likelihood,
-):  # pragma: no cover - compiled; its outputs are tested against the framework schedules
+):
     """Write `out [M, R, T, d]` and `likelihood [M, R, T]` for every chain.
 
     observed (int), resets (bool): [1 or M, R, T] (1: every HMM reads the same rows);
