@@ -1,7 +1,7 @@
 """The exact forward filter against dynamax's (JAX), on the same computations, in one run.
 
     pip install -e ".[bench]"          # dynamax and JAX: this benchmark only
-    python benchmarks/peer_filter.py [--rounds 2] [--repeats 5] [--shapes ...] [--before DIR]
+    python benchmarks/peer_filter.py [--rounds 2] [--repeats 5] [--shapes ...] [--before DIR] [--result NAME]
 
 Shapes (float32, CPU):
 - `mixture_small`: the Bayes-optimal predictor of `small` (32 HMMs, 12 states) on 512 test rows;
@@ -15,8 +15,9 @@ shape), its per-token likelihoods give the task posterior, and both sides output
 distributions `[B, L, V+1]`; they are checked equal before anything is timed. The compile time
 of each JAX program is reported apart. Each round times every side `--repeats` times,
 alternating, so a busy neighbour hits both; the medians of the rounds are pooled. `--before DIR`
-also times the `hmm_datasets` of another checkout (the code before a change) in this process.
-Writes results/peer_filter.json.
+also times the `hmm_datasets` of another checkout (the code before a change) in this process;
+its slow calls sit between dynamax's, and dynamax's short calls then come out slower (on
+one row of 4,096 tokens 2.5x slower on 2 AMD cores), so time the peer without it. Writes results/peer_filter.json (or NAME.json).
 """
 
 from __future__ import annotations
@@ -206,6 +207,9 @@ def main() -> None:
     parser.add_argument(
         "--before", help="another checkout whose hmm_datasets to time too (the code before a change)"
     )
+    parser.add_argument(
+        "--result", default="peer_filter", help="name of the results file (results/NAME.json)"
+    )
     args = parser.parse_args()
     try:
         import dynamax  # noqa: F401
@@ -224,7 +228,7 @@ def main() -> None:
         if before is not None:
             line += f"  before {r['tokens_per_s']['before']:>12,.0f} ({r['ours_over_before']:.2f}x)"
         print(line, flush=True)
-    path = write_result("peer_filter", {"rounds": args.rounds, "repeats": args.repeats, "shapes": results})
+    path = write_result(args.result, {"rounds": args.rounds, "repeats": args.repeats, "shapes": results})
     print(f"results in {path}")
 
 
