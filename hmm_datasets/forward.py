@@ -52,6 +52,10 @@ LOOP_FLOPS = 2.5e9
 # threads the cost model credits the compiled loop with: a constant, so that the schedule, and
 # with it the last bits of float32 results, never depends on the thread setting
 LOOP_THREADS = 2
+# the loop costs its process about 0.4 s once (import numba, load the kernel): it is offered for
+# work of 1 Mflop and more (`small`'s one row of 4,096 tokens is 1.2), not for the tiny calls that
+# every schedule ends within milliseconds, where a process making only those would lose by it
+LOOP_MIN_FLOPS = 2**20
 SEQUENTIAL_CALLS_PER_TOKEN = 7
 SCAN_CALLS_PER_LEVEL = 30
 
@@ -213,7 +217,7 @@ def schedule_costs(tables: HMMTables, chains: int, length: int, budget_floats: i
     if length > 1 and chains * padded * d * d * 8 <= budget_floats:
         levels = 2 * math.log2(padded) * SCAN_CALLS_PER_LEVEL * CALL_SECONDS
         costs["scan"] = levels + chains * padded * 6 * d**3 / FLOPS
-    if tables.right.device.type == "cpu":
+    if tables.right.device.type == "cpu" and chains * length * flops >= LOOP_MIN_FLOPS:
         costs["compiled"] = chains * length * flops / (LOOP_FLOPS * min(chains, LOOP_THREADS))
     return costs
 

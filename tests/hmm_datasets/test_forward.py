@@ -241,6 +241,8 @@ def test_the_cost_model_picks_a_loop_for_few_chains_and_batched_steps_for_many()
 
     assert cheapest(1, 4096) == "compiled"
     assert cheapest(32 * 512, 16) == "sequential"  # the mixture of `small` on 512 rows
+    tiny_call = forward.schedule_costs(tables, chains=2, length=30, budget_floats=2**28)
+    assert "compiled" not in tiny_call  # not worth loading the loop for
     on_a_gpu = dataclasses.replace(tables, right=tables.right.to("meta"))  # no compiled loop there
     assert cheapest(1, 4096, on_a_gpu) == "scan"
     assert cheapest(32 * 512, 16, on_a_gpu) == "sequential"
