@@ -305,8 +305,6 @@ class BayesOptimalPredictor(MemoryWindows):
     def _token_floats(self, want_states: bool = False) -> int:
         """Floats held per chain and token of a block while filtering."""
         floats = 5 * self.num_features + 8
-        if self.hmms.feature_step is None:  # the emissions of the block's tokens
-            floats += self.num_states
         return floats + (3 * self.num_states if want_states else 0)
 
     def _row_floats(self, length: int, num_hmms: int, want_posterior: bool) -> int:

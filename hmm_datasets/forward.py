@@ -159,12 +159,11 @@ class HMMTables:
         flat = features.reshape(features.shape[0], -1, features.shape[-1])
         return torch.bmm(flat, self.right).view(*features.shape[:-1], -1)
 
-    def observe(self, features: torch.Tensor, observed: torch.Tensor, out: torch.Tensor, emitted=None):
-        """`out` = the unnormalised feature distribution after the tokens `observed` ([1, R] or
-        [M, R]); `emitted` [M, R, S]: their emission probabilities, if already gathered."""
+    def observe(self, features: torch.Tensor, observed: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """`out` = the unnormalised feature distribution after the tokens `observed` ([1, R] or [M, R])."""
         if self.feature_step is None:
             states = torch.bmm(features, self.right)
-            emitted = by_token(self.emitted, observed) if emitted is None else emitted
+            emitted = by_token(self.emitted, observed)
             if self.left is None:
                 return torch.mul(states, emitted, out=out)
             return torch.bmm(states.mul_(emitted), self.left, out=out)
@@ -230,15 +229,11 @@ def sequential(tables, observed, resets, previous, first=None) -> tuple[torch.Te
     likelihood = torch.empty(length, num_hmms, rows, 1, dtype=like.dtype, device=like.device)
     flat = resets.flatten(0, 1)
     reset_all, reset_any = flat.all(0).tolist(), flat.any(0).tolist()  # one device sync, not T
-    emitted = None
-    if tables.feature_step is None:  # gathered once, time-major: [M, T, R, S]
-        emitted = by_token(tables.emitted, observed.transpose(1, 2))
     features = previous
     for t in range(length):
         if t == 0 and first is not None:
             out[t], likelihood[t] = first[0], first[1][..., None]
         else:
-            step = None if emitted is None else emitted[:, t]
             _step(
                 tables,
                 features,
@@ -246,7 +241,6 @@ def sequential(tables, observed, resets, previous, first=None) -> tuple[torch.Te
                 resets[..., t],
                 out[t],
                 likelihood[t],
-                step,
                 reset_all[t],
                 reset_any[t],
             )
@@ -298,7 +292,7 @@ def compiled(tables, observed, resets, previous, first=None) -> tuple[torch.Tens
     return out, likelihood
 
 
-def _step(tables, features, token, resets, out, likelihood, emitted=None, reset_all=False, reset_any=True):
+def _step(tables, features, token, resets, out, likelihood, reset_all=False, reset_any=True):
     """One token of every chain: `out` [M, R, d] = the normalised features after `token`
     ([1, R] or [M, R]) from `features`, or the segment's start where `resets` [M or 1, R];
     `likelihood` [M, R, 1] = the probability of the token. `reset_all` and `reset_any` say
@@ -306,7 +300,7 @@ def _step(tables, features, token, resets, out, likelihood, emitted=None, reset_
     if reset_all:
         out[:], likelihood[:] = _start(tables, token)
         return
-    tables.observe(features, token, out, emitted)
+    tables.observe(features, token, out)
     torch.sum(out, -1, keepdim=True, out=likelihood)
     flush_subnormal_(out.div_(positive(likelihood)))
     if reset_any:
