@@ -378,11 +378,12 @@ def task_grid(tasks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Te
 
     Group g holds up to W rows of task `group_tasks[g]`, `grid[g]` their indices (a group
     with fewer pads with its task's first row again); `slot[r]` is row r's place in
-    `grid.flatten()`. W is the mean number of rows per task (rounded up), so a task with more
-    rows takes several groups and the grid has at most 2 R + (number of tasks) places."""
+    `grid.flatten()`. A task with more than W rows takes several groups. W is the width with
+    the fewest places among those that keep G within twice the number of tasks (W from half
+    to twice the mean rows per task), so the grid has at most 2 R + (number of tasks) places."""
     order = torch.argsort(tasks, stable=True)
     present, counts = torch.unique_consecutive(tasks[order], return_counts=True)
-    width = -(-len(tasks) // len(present))
+    width = _grid_width(counts)
     groups = -(-counts // width)  # of each task
     task_start = torch.cumsum(counts, 0) - counts  # in `order`
     group_start = torch.cumsum(groups, 0) - groups
@@ -394,6 +395,15 @@ def task_grid(tasks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Te
     slot = torch.empty_like(order)
     slot[order] = place
     return present.repeat_interleave(groups), grid.view(-1, width), slot
+
+
+def _grid_width(counts: torch.Tensor) -> int:
+    """The group width W of `task_grid` for tasks with `counts` rows each."""
+    mean = -(-int(counts.sum()) // len(counts))
+    widths = torch.arange(max(1, mean // 2), 2 * mean + 1, device=counts.device)
+    groups = (-(-counts[None, :] // widths[:, None])).sum(1)  # [widths]
+    places = torch.where(groups <= 2 * len(counts), groups * widths, torch.iinfo(groups.dtype).max)
+    return int(widths[places.argmin()])
 
 
 def _default_budget(device: torch.device) -> int:
