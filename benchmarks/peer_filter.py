@@ -17,7 +17,7 @@ of each JAX program is reported apart. Each round times every side `--repeats` t
 alternating, so a busy neighbour hits both; the medians of the rounds are pooled. `--before DIR`
 also times the `hmm_datasets` of another checkout (the code before a change) in this process;
 its slow calls sit between dynamax's, and dynamax's short calls then come out slower (on one
-row of 4,096 tokens 2.2-2.5x slower on 2 AMD cores), so time the peer without it too.
+row of 4,096 tokens 1.9-2.5x slower on 2 AMD cores), so time the peer without it too.
 Writes results/peer_filter.json (or results/NAME.json).
 """
 
