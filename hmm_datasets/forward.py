@@ -119,17 +119,13 @@ class HMMTables:
         start_features = start_states if left is None else torch.bmm(start_states, left)
         start_features = flush_subnormal_(start_features / positive(start_probs[..., None]))
         feature_probs = torch.bmm(right, emissions)
-        feature_step = None
-        if fuse:  # right[m] diag(E[m, :, v]) left[m] for every v: [M, V, d, d]
-            steps = []
-            for token in range(emissions.shape[2]):
-                weighted = right * emissions[:, None, :, token]  # [M, d, S]
-                steps.append(weighted if left is None else torch.bmm(weighted, left))
-            feature_step = flush_subnormal_(torch.stack(steps, dim=1))
         emitted = emissions.transpose(1, 2).contiguous()
-        return cls(
-            initial, emissions, emitted, left, right, start_probs, start_features, feature_probs, feature_step
+        tables = cls(
+            initial, emissions, emitted, left, right, start_probs, start_features, feature_probs, None
         )
+        if fuse:
+            tables.feature_step = flush_subnormal_(tables.token_steps())
+        return tables
 
     @property
     def num_features(self) -> int:
@@ -175,13 +171,16 @@ class HMMTables:
             out.index_copy_(1, rows, torch.bmm(features.index_select(1, rows), self.feature_step[:, token]))
         return out
 
-    def step_matrices(self, observed: torch.Tensor) -> torch.Tensor:
-        """`[M, R, T, d, d]`: F[x_t] for every chain and token of `observed` [1, R, T] or [M, R, T]."""
+    def token_steps(self) -> torch.Tensor:
+        """`[M, V, d, d]`: F[v] = right diag(E[:, v]) left for every token v (the fused table when
+        kept; else built a token at a time, so no [M, V, d, S] temporary is held)."""
         if self.feature_step is not None:
-            return by_token(self.feature_step, observed)
-        emitted = by_token(self.emitted, observed)  # [M, R, T, S]
-        weighted = self.right[:, None, None] * emitted[..., None, :]  # right diag(E[:, x])
-        return weighted if self.left is None else weighted @ self.left[:, None, None]
+            return self.feature_step
+        steps = []
+        for token in range(self.emitted.shape[1]):
+            weighted = self.right * self.emitted[:, None, token]  # [M, d, S]
+            steps.append(weighted if self.left is None else torch.bmm(weighted, self.left))
+        return torch.stack(steps, dim=1)
 
 
 def filtered_features(
@@ -365,9 +364,8 @@ def scan(tables, observed, resets, previous, first=None) -> tuple[torch.Tensor, 
 def _token_nodes(tables: HMMTables):
     """`(r [M, V+1, d], N [M, V+1, d, d])`: each token's step matrix F[v] as `diag(exp(r)) N`
     (rows of N scaled to a maximum of 1), and the identity as class V."""
-    num_hmms, vocab = tables.start_probs.shape
-    index = torch.arange(vocab, device=tables.right.device)[None, None]
-    steps = tables.step_matrices(index)[:, 0].double()  # [M, V, d, d]
+    num_hmms = tables.start_probs.shape[0]
+    steps = tables.token_steps().double()  # [M, V, d, d]
     eye = torch.eye(steps.shape[-1], dtype=steps.dtype, device=steps.device)
     steps = torch.cat([steps, eye.expand(num_hmms, 1, *eye.shape)], dim=1)
     top = steps.amax(-1)
