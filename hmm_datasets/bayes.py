@@ -226,16 +226,20 @@ class BayesOptimalPredictor(MemoryWindows):
                 self.memory_budget_bytes // 4 // self._float_bytes,
             )  # [M, R, T, d], [M, R, T]
             ends = [t - block.start for t in range(block.start, block.stop) if delimiter_at[t]]
+            token_probs = _token_probs(hmms, after)  # [M, R, T, V]
             if mixing:
-                log_w = _log_weights(log_w, likelihood, is_delim[..., block])  # [M, R, T]
-                weights = _weights(log_w.to(self.dtype))
-                predicted = _mixed(hmms, after, weights)
+                log_w = log_w[..., None] + torch.where(
+                    is_delim[..., block], 0.0, torch.log(likelihood.double())
+                ).cumsum(-1)
+                log_w = log_w - log_w.amax(dim=0, keepdim=True)  # [M, R, T]: after each token
+                weights = _weights(log_w).to(self.dtype)
+                predicted = _mixed(token_probs, weights)
                 opening = _mixed_start(hmms, weights[..., ends]) if ends else None
                 if want_posterior:
                     posterior[:, block] = weights.permute(1, 2, 0)
                 log_w = log_w[..., -1]
             else:
-                predicted = _token_probs(hmms, after).flatten(0, 1)
+                predicted = token_probs.flatten(0, 1)
                 opening = hmms.start_probs[:, None, None].expand(-1, rows, len(ends), -1).flatten(0, 1)
             probs[:, block, :vocab] = predicted
             if ends:  # after a delimiter the next token opens a segment
@@ -333,51 +337,35 @@ def _window_start(hmms: HMMTables, start_states: torch.Tensor, token: torch.Tens
     return flush_subnormal_(hmms.to_features(emitted / positive(likelihood)[..., None])), likelihood
 
 
-def _log_weights(log_w: torch.Tensor, likelihood: torch.Tensor, is_delim: torch.Tensor) -> torch.Tensor:
-    """`[M, R, T]` float64: the HMMs' log-weights after each token of a block, from those before
-    it, `log_w [M, R]`, and the likelihoods `[M, R, T]` the HMMs gave its tokens (a delimiter
-    adds nothing); shifted so that each position's largest is 0. Computed token by token, the
-    order in which the sequential recursion writes (views of other layouts give the same values)."""
-    by_token = torch.log(likelihood.permute(2, 0, 1).double()).masked_fill_(is_delim.permute(2, 0, 1), 0.0)
-    log_w = by_token.cumsum_(0).add_(log_w)  # [T, M, R]
-    return log_w.sub_(log_w.amax(1, keepdim=True)).permute(1, 2, 0)
-
-
 def _weights(log_w: torch.Tensor) -> torch.Tensor:
-    """Normalised posterior weights over the HMMs (dim 0) from log-weights whose maximum is 0
-    (at the predictions' precision: only the log-weights carried from token to token need more).
+    """Normalised posterior weights over the HMMs (dim 0) from log-weights whose maximum is 0.
 
     Weights below sqrt(tiny) are set to zero (see `flush_subnormal_`); the log-weights
     themselves stay exact, so a task can still recover later.
     """
     floor = 0.5 * math.log(torch.finfo(log_w.dtype).tiny)
     weights = torch.exp(torch.nn.functional.threshold(log_w, floor, -math.inf))
-    return weights.div_(weights.sum(0, keepdim=True))
+    return weights / weights.sum(0, keepdim=True)
 
 
 def _token_probs(hmms: HMMTables, features: torch.Tensor) -> torch.Tensor:
     """`[M, R, T, V]`: each chain's next-token distribution after each token, from its features
-    `[M, R, T, d]` in the layout the schedule wrote (chain by chain, or token by token with the
-    rows last), so nothing is copied to reorder."""
+    `[M, R, T, d]` in the layout the schedule wrote (chain by chain, or token by token), so
+    nothing is copied to reorder."""
     num_hmms, rows, length, d = features.shape
     if features.is_contiguous():  # chain by chain
         return torch.bmm(features.view(num_hmms, -1, d), hmms.feature_probs).view(num_hmms, rows, length, -1)
-    by_token = features.permute(2, 0, 3, 1)  # [T, M, d, R]
-    return torch.matmul(hmms.feature_probs.transpose(1, 2), by_token).permute(1, 3, 0, 2)
+    return torch.matmul(features.permute(2, 0, 1, 3), hmms.feature_probs).permute(1, 2, 0, 3)
 
 
-def _mixed(hmms: HMMTables, features: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """`[R, T, V]`: the posterior-weighted next-token distribution, from each chain's features
-    `[M, R, T, d]` and the weights `[M, R, T]`. Written token by token with the rows last, the
-    weighted features of a token are one `[M d, R]` matrix, and the mixture one product with
-    the stacked `feature_probs`; otherwise each chain's distribution is weighted and summed."""
-    num_hmms, rows, length, d = features.shape
-    by_token = features.permute(2, 0, 3, 1)  # [T, M, d, R]
-    if not by_token.is_contiguous():
-        return _token_probs(hmms, features).mul_(weights[..., None]).sum(0)
-    weighted = (by_token * weights.permute(2, 0, 1)[:, :, None, :]).view(length, num_hmms * d, rows)
-    stacked = hmms.feature_probs.permute(2, 0, 1).reshape(-1, num_hmms * d)  # [V, M d]
-    return torch.matmul(stacked, weighted).permute(2, 0, 1)
+def _mixed(token_probs: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """`[R, T, V]`: the posterior-weighted next-token distribution, from each chain's `[M, R, T, V]`
+    (weighted in place) and weights `[M, R, T]`, summed over the HMMs in the order the
+    distributions lie in memory (chain by chain, or token by token)."""
+    weighted = token_probs.mul_(weights[..., None])
+    if weighted.is_contiguous():
+        return weighted.sum(0)
+    return weighted.permute(2, 0, 1, 3).sum(1).transpose(0, 1)
 
 
 def _mixed_start(hmms: HMMTables, weights: torch.Tensor) -> torch.Tensor:

@@ -156,25 +156,19 @@ class HMMTables:
         return torch.bmm(flat, self.right).view(*features.shape[:-1], -1)
 
     def observe(self, features: torch.Tensor, observed: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        """`out` [M, d, R] = the unnormalised feature distribution after the tokens `observed`
-        ([1, R] or [M, R]) from `features` [M, d, R] (rows last: what the recursion reduces and
-        scales, every feature of a chain, then runs along contiguous rows)."""
-        num_hmms, num_states = self.emissions.shape[:2]
+        """`out` = the unnormalised feature distribution after the tokens `observed` ([1, R] or [M, R])."""
         if self.feature_step is None:
-            states = torch.bmm(self.right.transpose(1, 2), features)  # [M, S, R]
-            index = observed[:, None, :].expand(num_hmms, num_states, observed.shape[1])
-            emitted = torch.gather(self.emissions, 2, index)  # E[m, :, x]: [M, S, R]
+            states = torch.bmm(features, self.right)
+            emitted = by_token(self.emitted, observed)
             if self.left is None:
                 return torch.mul(states, emitted, out=out)
-            return torch.bmm(self.left.transpose(1, 2), states.mul_(emitted), out=out)
+            return torch.bmm(states.mul_(emitted), self.left, out=out)
         if observed.shape[0] != 1:  # each HMM reads its own rows
             steps = by_token(self.feature_step, observed)  # [M, R, d, d]
-            after = torch.matmul(features.transpose(1, 2)[..., None, :], steps)[..., 0, :]
-            return out.copy_(after.transpose(1, 2))
+            return torch.matmul(features[..., None, :], steps, out=out[..., None, :])[..., 0, :]
         for token in observed[0].unique().tolist():  # rows that read the same token share a matrix
             rows = (observed[0] == token).nonzero()[:, 0]
-            step = self.feature_step[:, token].transpose(1, 2)
-            out.index_copy_(2, rows, torch.bmm(step, features.index_select(2, rows)))
+            out.index_copy_(1, rows, torch.bmm(features.index_select(1, rows), self.feature_step[:, token]))
         return out
 
     def token_steps(self) -> torch.Tensor:
@@ -227,18 +221,17 @@ def schedule_costs(tables: HMMTables, chains: int, length: int, budget_floats: i
 
 
 def sequential(tables, observed, resets, previous, first=None) -> tuple[torch.Tensor, torch.Tensor]:
-    """`filtered_features` one token at a time, every chain at once (written token by token,
-    rows last: `[T, M, d, R]`, returned as views `[M, R, T, d]`)."""
+    """`filtered_features` one token at a time, every chain at once."""
     num_hmms, rows, length = tables.initial.shape[0], observed.shape[1], observed.shape[2]
     like = tables.right
-    out = torch.empty(length, num_hmms, tables.num_features, rows, dtype=like.dtype, device=like.device)
-    likelihood = torch.empty(length, num_hmms, 1, rows, dtype=like.dtype, device=like.device)
+    out = torch.empty(length, num_hmms, rows, tables.num_features, dtype=like.dtype, device=like.device)
+    likelihood = torch.empty(length, num_hmms, rows, 1, dtype=like.dtype, device=like.device)
     flat = resets.flatten(0, 1)
     reset_all, reset_any = flat.all(0).tolist(), flat.any(0).tolist()  # one device sync, not T
-    features = previous.transpose(1, 2)
+    features = previous
     for t in range(length):
         if t == 0 and first is not None:
-            out[t], likelihood[t] = first[0].transpose(1, 2), first[1][:, None, :]
+            out[t], likelihood[t] = first[0], first[1][..., None]
         else:
             _step(
                 tables,
@@ -251,7 +244,7 @@ def sequential(tables, observed, resets, previous, first=None) -> tuple[torch.Te
                 reset_any[t],
             )
         features = out[t]
-    return out.permute(1, 3, 0, 2), likelihood[:, :, 0].permute(1, 2, 0)
+    return out.permute(1, 2, 0, 3), likelihood[..., 0].permute(1, 2, 0)
 
 
 def compiled(tables, observed, resets, previous, first=None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -299,27 +292,25 @@ def compiled(tables, observed, resets, previous, first=None) -> tuple[torch.Tens
 
 
 def _step(tables, features, token, resets, out, likelihood, reset_all=False, reset_any=True):
-    """One token of every chain: `out` [M, d, R] = the normalised features after `token`
-    ([1, R] or [M, R]) from `features` [M, d, R], or the segment's start where `resets`
-    [M or 1, R]; `likelihood` [M, 1, R] = the probability of the token. `reset_all` and
-    `reset_any` say what `resets` holds (known on the host, so no device sync)."""
+    """One token of every chain: `out` [M, R, d] = the normalised features after `token`
+    ([1, R] or [M, R]) from `features`, or the segment's start where `resets` [M or 1, R];
+    `likelihood` [M, R, 1] = the probability of the token. `reset_all` and `reset_any` say
+    what `resets` holds (known on the host, so no device sync)."""
     if reset_all:
         out[:], likelihood[:] = _start(tables, token)
         return
     tables.observe(features, token, out)
-    torch.sum(out, 1, keepdim=True, out=likelihood)
+    torch.sum(out, -1, keepdim=True, out=likelihood)
     flush_subnormal_(out.div_(positive(likelihood)))
     if reset_any:
         start, start_likelihood = _start(tables, token)
-        out[:] = torch.where(resets[:, None, :], start, out)
-        likelihood[:] = torch.where(resets[:, None, :], start_likelihood, likelihood)
+        out[:] = torch.where(resets[..., None], start, out)
+        likelihood[:] = torch.where(resets[..., None], start_likelihood, likelihood)
 
 
 def _start(tables: HMMTables, token: torch.Tensor):
-    """`([M, d, R], [M, 1, R])`: features and likelihood of the tokens `token` ([1, R] or [M, R])
-    opening a segment."""
-    features = by_token(tables.start_features, token).transpose(1, 2)
-    return features, by_token(tables.start_probs, token)[:, None, :]
+    """Features and likelihood of the tokens `token` ([1, R] or [M, R]) opening a segment."""
+    return by_token(tables.start_features, token), by_token(tables.start_probs[..., None], token)
 
 
 def scan(tables, observed, resets, previous, first=None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -354,18 +345,18 @@ def scan(tables, observed, resets, previous, first=None) -> tuple[torch.Tensor, 
     # the two tokens of every pair, from the pair's input
     dtype, width = tables.right.dtype, rows * half
     tokens = classes.clamp(max=vocab - 1)
-    out = torch.empty(2, num_hmms, d, width, dtype=dtype, device=vectors.device)
-    likelihood = torch.empty(2, num_hmms, 1, width, dtype=dtype, device=vectors.device)
-    features = vectors.to(dtype).view(num_hmms, width, d).transpose(1, 2)
+    out = torch.empty(2, num_hmms, width, d, dtype=dtype, device=vectors.device)
+    likelihood = torch.empty(2, num_hmms, width, 1, dtype=dtype, device=vectors.device)
+    features = vectors.to(dtype).view(num_hmms, width, d)
     for parity in (0, 1):
         token = tokens[..., parity::2].reshape(tokens.shape[0], width)
         reset = flags[..., parity::2].reshape(num_hmms, width)
         _step(tables, features, token, reset, out[parity], likelihood[parity], reset_any=bool(reset.any()))
         if parity == 0 and first is not None:
-            out[0].view(num_hmms, d, rows, half)[..., 0] = first[0].transpose(1, 2)
-            likelihood[0].view(num_hmms, rows, half)[..., 0] = first[1]
+            out[0].view(num_hmms, rows, half, d)[:, :, 0] = first[0]
+            likelihood[0].view(num_hmms, rows, half)[:, :, 0] = first[1]
         features = out[parity]
-    features = out.view(2, num_hmms, d, rows, half).permute(1, 3, 4, 0, 2).reshape(num_hmms, rows, -1, d)
+    features = out.view(2, num_hmms, rows, half, d).permute(1, 2, 3, 0, 4).reshape(num_hmms, rows, -1, d)
     likelihood = likelihood.view(2, num_hmms, rows, half).permute(1, 2, 3, 0).reshape(num_hmms, rows, -1)
     return features[:, :, :length], likelihood[:, :, :length]
 

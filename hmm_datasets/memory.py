@@ -21,8 +21,8 @@ log TV = log C - rate L (`modeling_hmmroformer.experiments.memory.plot_lemma1` d
 **Lemma 1 as the paper states it** is about one HMM with its task known, and its rate depends on
 that HMM's observability coefficient (Assumption 2, `hmm_datasets.observability`).
 `oracle_per_task` measures it per task on the test sequence of each row: at the positions that
-predict test tokens 1..T-1, the oracle's TV per memory L (0 up to rounding where the window reaches
-the test sequence's first token: a delimiter resets the HMM), its mean per task and L, the fitted
+predict test tokens 1..T-1, the oracle's TV per memory L (exactly 0 where the window reaches the
+test sequence's first token: a delimiter resets the HMM), its mean per task and L, the fitted
 rate per task, and the task's observability coefficient. `low_rank_lemma1` measures the same on
 the low-rank variant of a corpus config (Assumption 1: same config and seed, `transition_rank`
 set; the emissions, hence the coefficients, are the same draws).
@@ -214,8 +214,7 @@ def oracle_tv_on_test(
     test token's index; 0 for rows that are test sequences alone).
 
     Where the window reaches the first test token (position offset p < L) the oracle is exact, as
-    the delimiter resets the HMM, and the TV is 0 up to rounding (a few ulps, at most 1e-15: the
-    batched products may round a row differently by its place in the batch): verified, not set
+    the delimiter resets the HMM, and the TV is exactly 0: verified, not set
     (tests/hmm_datasets/test_memory.py). On test sequences alone `truncated_oracle_by_memory`
     returns the full oracle itself there; on whole rows a window that opens at or before the
     first test token restarts from the same initial distribution with the same arithmetic."""
