@@ -353,8 +353,12 @@ def _token_probs(hmms: HMMTables, features: torch.Tensor) -> torch.Tensor:
     `[M, R, T, d]` in the layout the schedule wrote (chain by chain, or token by token), so
     nothing is copied to reorder."""
     num_hmms, rows, length, d = features.shape
-    if features.is_contiguous():  # chain by chain
-        return torch.bmm(features.view(num_hmms, -1, d), hmms.feature_probs).view(num_hmms, rows, length, -1)
+    vocab = hmms.feature_probs.shape[2]
+    # chain by chain, reordering token-by-token features when they are smaller than the table
+    # copies a token-by-token product would broadcast (more tokens than rows: `paper`'s one row)
+    if features.is_contiguous() or vocab > rows:
+        flat = features.reshape(num_hmms, -1, d)
+        return torch.bmm(flat, hmms.feature_probs).view(num_hmms, rows, length, -1)
     return torch.matmul(features.permute(2, 0, 1, 3), hmms.feature_probs).permute(1, 2, 0, 3)
 
 

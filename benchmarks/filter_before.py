@@ -1,0 +1,84 @@
+"""The exact predictors of this checkout against another checkout's, in pairs, in one process.
+
+    python benchmarks/filter_before.py --before DIR [--pairs 30] [--shapes ...]
+
+The shapes are `peer_filter.py`'s (no JAX needed). Each pair times this checkout's call and the
+other's back to back, in alternating order; the ratio of a pair (before / ours) is taken within
+it, so a machine that changes speed between pairs (these machines do, by up to 2.5x) moves both
+sides of a pair alike. Reported per shape: the median and the quartiles of the pairs' ratios,
+and each side's median call time. Writes results/filter_before.json (or results/NAME.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import torch
+from common import write_result
+from peer_filter import SHAPES, build_shape, load_checkout, ours
+
+import hmm_datasets
+
+
+def paired_seconds(first, second, pairs: int) -> np.ndarray:
+    """`[pairs, 2]`: seconds of `first` and of `second` in each pair, their order alternating."""
+    seconds = np.empty((pairs, 2))
+    for pair in range(pairs):
+        order = (0, 1) if pair % 2 == 0 else (1, 0)
+        for side in order:
+            call = (first, second)[side]
+            start = time.perf_counter()
+            call()
+            seconds[pair, side] = time.perf_counter() - start
+    return seconds
+
+
+def bench(name: str, before, pairs: int) -> dict:
+    shape = build_shape(name)
+    new, old = ours(hmm_datasets, shape), ours(before, shape)
+    difference = float((new() - old()).abs().max())  # also the warm-up
+    seconds = paired_seconds(new, old, pairs)
+    ratio = seconds[:, 1] / seconds[:, 0]
+    return {
+        "max_abs_difference": difference,
+        "pairs": pairs,
+        "before_over_ours": {
+            q: float(np.quantile(ratio, p)) for q, p in (("q25", 0.25), ("median", 0.5), ("q75", 0.75))
+        },
+        "median_seconds": {
+            "ours": float(np.median(seconds[:, 0])),
+            "before": float(np.median(seconds[:, 1])),
+        },
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--before", required=True, help="another checkout whose hmm_datasets to time")
+    parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=SHAPES)
+    parser.add_argument("--pairs", type=int, default=30)
+    parser.add_argument(
+        "--result", default="filter_before", help="name of the results file (results/NAME.json)"
+    )
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+    before = load_checkout(args.before)
+    results = {}
+    for name in args.shapes:
+        pairs = max(3, args.pairs // 10) if name in ("mixture_512", "mixture_paper") else args.pairs
+        results[name] = r = bench(name, before, pairs)
+        ratio, ms = r["before_over_ours"], r["median_seconds"]
+        print(
+            f"{name:15} ours {ms['ours'] * 1e3:9.1f} ms  before {ms['before'] * 1e3:9.1f} ms  "
+            f"ours faster by {ratio['median']:.2f}x [{ratio['q25']:.2f}, {ratio['q75']:.2f}]",
+            flush=True,
+        )
+    print(f"results in {write_result(args.result, {'before': args.before, 'shapes': results})}")
+
+
+if __name__ == "__main__":
+    main()
