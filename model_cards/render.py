@@ -37,7 +37,9 @@ def render_results_section(summary: dict) -> str:
     """The results section (`results.md`) of a summary; empty when nothing was evaluated."""
     if summary["in_context"] is None:
         return ""
-    template = jinja2.Template(RESULTS_TEMPLATE.read_text(), trim_blocks=False)
+    environment = jinja2.Environment()
+    environment.filters.update(CELL_FILTERS)
+    template = environment.from_string(RESULTS_TEMPLATE.read_text())
     figures = {**summary["figures"], "figure7": summary["figure7"]}  # paths in the model folder
     return template.render(
         in_context=summary["in_context"],
@@ -405,9 +407,9 @@ def format_probe_summary(probes: dict) -> str:
         "fraction of the headroom above the token-only baseline reached (1: the ceiling)",
         f"{'layer':>6}  " + "  ".join(f"{column:>{width}}" for column, width in zip(columns, widths)),
     ]
-    labelled = [(row["layer"], row["cells"]) for row in probes["layers"]]
+    labelled = [(row["layer"], [probe_cell_text(cell) for cell in row["cells"]]) for row in probes["layers"]]
     labelled += [
-        (label, probes[key])
+        (label, [cell_text(value) for value in probes[key]])
         for label, key in (("token", "token_baseline"), ("chance", "chance"), ("best", "ceiling"))
     ]
     lines += [
@@ -419,7 +421,10 @@ def format_probe_summary(probes: dict) -> str:
         "for the hidden state, Bayes-optimal task posterior for the task)"
     )
     lines += ["", "First layer reaching half / 90% of the headroom, by position (95% CI):"]
-    lines += [f"  {row['positions']:>6}: " + "; ".join(row["cells"]) for row in probes["headroom"]]
+    lines += [
+        f"  {row['positions']:>6}: " + "; ".join(headroom_cell_text(cell) for cell in row["cells"])
+        for row in probes["headroom"]
+    ]
     return "\n".join([*lines, *_shuffle_lines(probes), *_pattern_lines(probes["patterns"])])
 
 
@@ -512,6 +517,51 @@ def format_claims(claims: list[dict]) -> str:
 def number_text(value: float | None, spec: str = ".3f") -> str:
     """`value` formatted by `spec`, "n/a" where there is none (a fit from fewer than two points)."""
     return "n/a" if value is None else format(value, spec)
+
+
+# ---- the cells of the results section: the summary holds numbers, these write them -----------
+def cell_text(value: float | int | None) -> str:
+    """A table cell: a measured value to 3 decimals, an exact reference (an int: Bayes-optimal's
+    agreement 1, KL 0) as itself, nothing where there is no value."""
+    if value is None:
+        return ""
+    return str(value) if isinstance(value, int) else f"{value:.3f}"
+
+
+def probe_cell_text(cell: dict) -> str:
+    """A probe table cell (`probing.layerwise.table_cells`): the accuracy, and in brackets the
+    fraction of the headroom reached."""
+    text = f"{cell['accuracy']:.3f}"
+    return text if cell["headroom_fraction"] is None else f"{text} [{cell['headroom_fraction']:.2f}]"
+
+
+def headroom_cell_text(cell: dict) -> str:
+    """Where a target first reaches a fraction of its headroom (`probing.summary.headroom_table`),
+    with its interval; "never" for a layer past the model's."""
+
+    def layer(value: float | None, prefix: str = "") -> str:
+        return "never" if value is None else f"{prefix}{value:.0f}"
+
+    return (
+        f"{cell['target']} {cell['fraction']:.0%}: {layer(cell['layer'], 'layer ')} "
+        f"[{layer(cell['ci_low'])}, {layer(cell['ci_high'])}]"
+    )
+
+
+def belief_cell_text(cell: dict) -> str:
+    """A belief-probe cell: "model / twin" R² (the model's alone without a twin)."""
+    if cell["twin"] is None:
+        return f"{cell['model']:.3f}"
+    return f"{cell['model']:.3f} / {cell['twin']:.3f}"
+
+
+CELL_FILTERS = {
+    "cell": cell_text,
+    "num": number_text,
+    "probe_cell": probe_cell_text,
+    "headroom_cell": headroom_cell_text,
+    "belief_cell": belief_cell_text,
+}
 
 
 # ---- the dataset card -------------------------------------------------------------------------

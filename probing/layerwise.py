@@ -360,30 +360,33 @@ def probe_targets(distances) -> list[str]:
     return ["hidden_state", "task", *(f"previous_token_{d}" for d in distances)]
 
 
-def table_cells(records: list[dict], targets: list[str], layer: int) -> list[str]:
-    """One table row: accuracy of each target at `layer`, with the headroom fraction reached
-    (targets with a ceiling) in brackets."""
+def table_cells(records: list[dict], targets: list[str], layer: int) -> list[dict]:
+    """One table row: per target, the accuracy at `layer` and the fraction of the headroom it
+    reaches (`headroom_fraction`: None for a target without a ceiling)."""
     cells = []
     for target in targets:
-        text = f"{find(records, target, 'accuracy', layer)['value']:.3f}"
         fraction = find(records, target, "headroom_fraction", layer)
-        if fraction is not None and fraction["value"] is not None:
-            text += f" [{fraction['value']:.2f}]"
-        cells.append(text)
+        cells.append(
+            {
+                "accuracy": find(records, target, "accuracy", layer)["value"],
+                "headroom_fraction": None if fraction is None else fraction["value"],
+            }
+        )
     return cells
 
 
-def reference_cells(records: list[dict], targets: list[str]) -> dict[str, list[str]]:
-    """The token-baseline, chance and ceiling rows (oracle filter, Bayes-optimal task posterior, 1)."""
+def reference_cells(records: list[dict], targets: list[str]) -> dict[str, list]:
+    """The token-baseline, chance and ceiling rows (oracle filter, Bayes-optimal task posterior,
+    and 1 exactly for a previous token), a value per target (None where none was recorded)."""
 
-    def cell(target: str, metric: str) -> str:
+    def value(target: str, metric: str) -> float | None:
         found = find(records, target, metric)
-        return f"{found['value']:.3f}" if found is not None else ""
+        return None if found is None else found["value"]
 
     return {
-        "token_baseline": [cell(t, "token_baseline") for t in targets],
-        "chance": [cell(t, "chance") for t in targets],
-        "ceiling": [cell(t, CEILINGS[t]) if t in CEILINGS else "1" for t in targets],
+        "token_baseline": [value(t, "token_baseline") for t in targets],
+        "chance": [value(t, "chance") for t in targets],
+        "ceiling": [value(t, CEILINGS[t]) if t in CEILINGS else 1 for t in targets],
     }
 
 

@@ -68,11 +68,12 @@ def shuffle_parts(records: list[dict]) -> list[dict]:
 
 def headroom_table(results: dict) -> list[dict]:
     """Per position group: the first layer at which the hidden state and the task reach half and
-    90% of their headroom, with bootstrap intervals (`figure3a.by_positions`)."""
+    90% of their headroom, with bootstrap intervals (`figure3a.by_positions`); a layer is None
+    where the headroom is never reached within the model."""
     rows, never = [], max(results["layers"]) + 1
 
-    def layer(value, prefix: str = "") -> str:
-        return "never" if value >= never else f"{prefix}{value:.0f}"
+    def layer(value: float) -> float | None:
+        return None if value >= never else value
 
     for group, entry in results["patterns"]["figure3a"]["by_positions"].items():
         cells = []
@@ -83,8 +84,11 @@ def headroom_table(results: dict) -> list[dict]:
             for fraction in (0.5, 0.9):
                 i = reach["fractions"].index(fraction)
                 cells.append(
-                    f"{name} {fraction:.0%}: {layer(reach['layer'][i], 'layer ')} "
-                    f"[{layer(reach['ci_low'][i])}, {layer(reach['ci_high'][i])}]"
+                    {
+                        "target": name,
+                        "fraction": fraction,
+                        **{key: layer(reach[key][i]) for key in ("layer", "ci_low", "ci_high")},
+                    }
                 )
         rows.append({"positions": group, "cells": cells})
     return rows

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from model_cards.render import cell_text
+
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("doc_blocks", ROOT / "tests" / "doc_blocks.py")
 doc_blocks = importlib.util.module_from_spec(_spec)
@@ -86,4 +88,30 @@ def test_the_readme_headline_table_is_the_committed_small_results():
     shown = [row for row in results["in_context"]["headline"] if row["label"] in readme_rows]
     assert len(shown) >= 4
     for row in shown:
-        assert readme_rows[row["label"]] == [row["model"], row["bayes"]], row["label"]
+        assert readme_rows[row["label"]] == [cell_text(row["model"]), cell_text(row["bayes"])], row["label"]
+
+
+FORMATTED_NUMBER = re.compile(
+    r"-?\d+\.\d+( \[-?\d+\.\d+\])?( / -?\d+\.\d+)?|.+ \d+%: (layer \d+|never) \[.*\]"
+)
+
+
+def test_the_committed_results_hold_numbers_not_formatted_text():
+    """Numbers are formatted where they are shown (`model_cards.render`), never in the data."""
+
+    def strings(value):
+        if isinstance(value, dict):
+            return [s for item in value.values() for s in strings(item)]
+        if isinstance(value, list):
+            return [s for item in value for s in strings(item)]
+        return [value] if isinstance(value, str) else []
+
+    files = sorted((ROOT / "results").rglob("results.json"))
+    assert len(files) >= 6
+    formatted = {
+        str(path.relative_to(ROOT)): text
+        for path in files
+        for text in strings(json.loads(path.read_text()))
+        if FORMATTED_NUMBER.fullmatch(text)
+    }
+    assert formatted == {}

@@ -39,7 +39,7 @@ def summarize_figure1(figure1: dict) -> dict:
     def row(label: str, key: str, index: int) -> dict:
         return {
             "label": label,
-            **{name: f"{by[name][key][index]:.3f}" for name in ("model", "bayes", "oracle")},
+            **{name: by[name][key][index] for name in ("model", "bayes", "oracle")},
         }
 
     test_length, early = figure1["layout"]["test_length"], figure1["early_tokens"]
@@ -50,21 +50,21 @@ def summarize_figure1(figure1: dict) -> dict:
         row(f"top-1 accuracy, no demonstrations, test tokens 1..{early}", "early_accuracy", none),
         {
             "label": "argmax = Bayes-optimal argmax",
-            "model": f"{versus['agreement']:.3f}",
-            "bayes": "1",
-            "oracle": "",
+            "model": versus["agreement"],
+            "bayes": 1,
+            "oracle": None,
         },
         {
             "label": "KL(Bayes-optimal ‖ model), nats/token",
-            "model": f"{versus['kl_bayes_model']:.3f}",
-            "bayes": "0",
-            "oracle": "",
+            "model": versus["kl_bayes_model"],
+            "bayes": 0,
+            "oracle": None,
         },
         {
             "label": "NLL above Bayes-optimal, nats/token",
-            "model": f"{versus['excess_nll']:.3f}",
-            "bayes": "0",
-            "oracle": "",
+            "model": versus["excess_nll"],
+            "bayes": 0,
+            "oracle": None,
         },
     ]
     labels = figure1.get("labels", {})
@@ -94,8 +94,9 @@ def summarize_ladder(ladder: dict, model: str = "model") -> dict:
             {
                 "label": rung["label"],
                 "is_model": rung["name"] == model,
-                "accuracy": f"{rung['accuracy']:.3f}",
-                "kl_bayes": "" if rung["kl_bayes"] is None else f"{abs(rung['kl_bayes']):.3f}",  # -0.000
+                "accuracy": rung["accuracy"],
+                # a KL of about 0 can come out below it by rounding: shown as 0, not -0.000
+                "kl_bayes": None if rung["kl_bayes"] is None else abs(rung["kl_bayes"]),
             }
             for rung in ladder["rungs"]
         ],
@@ -124,8 +125,8 @@ def probe_curve(records: list[dict], target: str, metric: str, positions: str = 
 
 
 def belief_table(probes: dict | None) -> list[dict]:
-    """The belief-state probes' held-out R² per layer, model and twin (`probe_results.json`),
-    as "model / twin" cells; empty for results without them."""
+    """The belief-state probes' held-out R² per layer (`probe_results.json`), a cell per layer:
+    `{"model", "twin"}` (twin None for results without it); empty for results without them."""
     if probes is None:
         return []
     rows = []
@@ -135,11 +136,7 @@ def belief_table(probes: dict | None) -> list[dict]:
             for name in (metric, twin_metric(metric))
         )
         if trained:
-            cells = (
-                [f"{a:.3f} / {b:.3f}" for a, b in zip(trained, twin)]
-                if twin
-                else [f"{a:.3f}" for a in trained]
-            )
+            cells = [{"model": a, "twin": b} for a, b in zip(trained, twin or [None] * len(trained))]
             name = f"{belief.replace('_', ' ')}, {METRIC_NAMES[metric]}"
             rows.append({"belief": name, "segment": segment, "cells": cells})
     return rows
@@ -215,20 +212,15 @@ def summarize_model_folder(folder: str | os.PathLike) -> dict:
 
 
 def summarize_memory(lemma1: dict | None, model_memory: dict | None) -> dict | None:
-    """Lemma 1 on the corpus and the model's own memory (`memory/`), with the fitted rates and the
-    model's memory (`memory.memory_equivalent`) as text."""
+    """Lemma 1 on the corpus and the model's own memory (`memory/`), with the fitted rates (None:
+    no fit) and the model's memory (`memory.memory_equivalent`) as text."""
     if lemma1 is None or model_memory is None:
         return None
-
-    def rate(variant: str) -> str:
-        fit = lemma1[variant]["fit"]
-        return "n/a" if fit["rate"] is None else f"{fit['rate']:.3f}"
-
     return {
         "lemma1": lemma1,
         "model": model_memory,
-        "mixture_rate": rate("mixture"),
-        "oracle_rate": rate("oracle"),
+        "mixture_rate": lemma1["mixture"]["fit"]["rate"],
+        "oracle_rate": lemma1["oracle"]["fit"]["rate"],
         "equivalent_text": memory_equivalent_text(recorded_memory_equivalent(model_memory, lemma1)),
     }
 

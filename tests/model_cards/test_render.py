@@ -10,7 +10,11 @@ from huggingface_hub import ModelCard
 
 from model_cards import CITATION, MODEL_CARD_MARKER
 from model_cards.render import (
+    belief_cell_text,
+    cell_text,
+    headroom_cell_text,
     model_index_results,
+    probe_cell_text,
     render_model_card,
     render_report,
     render_results_section,
@@ -43,12 +47,31 @@ def test_the_results_section_shows_the_numbers_and_each_claims_effect_over_the_t
     # Figures 1, 3(a), 3(b), 2, 7, Lemma 1, the model's memory and the rotary knock-out
     assert section.count("![") == 4 + len(summary["figure7"]) + 2 + 1
     for row in summary["in_context"]["headline"]:
-        assert f"| {row['label']} | {row['model']} | {row['bayes']} |" in section
+        assert f"| {row['label']} | {cell_text(row['model'])} | {cell_text(row['bayes'])} |" in section
     assert summary["beliefs"]  # the belief-state probes, model / twin per layer
     for row in summary["beliefs"]:
-        assert f"| {row['belief']} | {row['segment']} | " + " | ".join(row["cells"]) + " |" in section
+        cells = " | ".join(belief_cell_text(cell) for cell in row["cells"])
+        assert f"| {row['belief']} | {row['segment']} | {cells} |" in section
     for layer in summary["probes"]["layers"]:
-        assert f"| {layer['layer']} | " + " | ".join(layer["cells"]) in section
+        assert (
+            f"| {layer['layer']} | " + " | ".join(probe_cell_text(cell) for cell in layer["cells"]) in section
+        )
+
+
+def test_the_summary_holds_numbers_and_the_cells_write_them():
+    """The summary is data (numbers, None where there is none); only the renderer formats."""
+    headline = SUMMARY["in_context"]["headline"]
+    assert all(
+        isinstance(row[name], (int, float, type(None))) for row in headline for name in ("model", "bayes")
+    )
+    assert [cell_text(value) for value in (0.62345, 1, 0, None)] == ["0.623", "1", "0", ""]
+    assert probe_cell_text({"accuracy": 0.5, "headroom_fraction": 0.25}) == "0.500 [0.25]"
+    assert probe_cell_text({"accuracy": 0.5, "headroom_fraction": None}) == "0.500"
+    reach = {"target": "task", "fraction": 0.9, "layer": 2.0, "ci_low": 1.0, "ci_high": None}
+    assert headroom_cell_text(reach) == "task 90%: layer 2 [1, never]"
+    assert headroom_cell_text({**reach, "layer": None}) == "task 90%: never [1, never]"
+    assert belief_cell_text({"model": 0.91, "twin": 0.2}) == "0.910 / 0.200"
+    assert belief_cell_text({"model": 0.91, "twin": None}) == "0.910"
 
 
 def test_a_card_carries_the_measured_results_as_model_index(summary):
