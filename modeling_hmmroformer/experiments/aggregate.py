@@ -18,10 +18,11 @@ from pathlib import Path
 import numpy as np
 
 from hmm_datasets.corpus import open_corpus
+from model_cards.render import memory_equivalent_text
 
 from . import layout
 from .claims import decide_claims, layer_one, model_statistics, profiles
-from .memory import memory_equivalent_text, recorded_memory_equivalent
+from .memory import recorded_memory_equivalent
 from .settings import RunConfig, Settings, config_for_corpus, differing_settings
 from .verdicts import across_seeds
 from .yardsticks import LEARNERS, YARDSTICKS_JSON, nearest_learner

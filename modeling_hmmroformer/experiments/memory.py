@@ -251,26 +251,6 @@ def recorded_memory_equivalent(model_memory: dict, lemma1: dict | None) -> dict 
     )
 
 
-def memory_equivalent_text(equivalent: dict | None) -> str:
-    """ "L (interpolated, 95% [low, high])"; "interpolated (in before..L)" from grid memories only
-    (not bisected); "<= L" at the grid's first memory; "> longest searched"; "n/a" without one."""
-    if equivalent is None:
-        return "n/a"
-    longest = equivalent["longest_searched"]
-    if equivalent["memory"] is None:
-        return f"> {longest}"
-    if equivalent["memory"] == equivalent["memories"][0]:
-        return f"<= {equivalent['memory']}"
-    if not equivalent.get("bisected", False):  # grid memories only: L lies between two of them
-        before = equivalent["memories"][equivalent["memories"].index(equivalent["memory"]) - 1]
-        return f"{equivalent['interpolated']:.1f} (in {before}..{equivalent['memory']})"
-    low, high = equivalent["interval"]
-    interval = (
-        "" if low is None else f", 95% [{low:.1f}, {f'> {longest}' if high is None else f'{high:.1f}'}]"
-    )
-    return f"{equivalent['memory']} ({equivalent['interpolated']:.1f}{interval})"
-
-
 def plot_model_memory(result: dict, path: str | Path) -> Path:
     """Per memory L: the memory-L Bayes predictor's TV to the full one (every memory evaluated)
     and the model's TV to the memory-L Bayes predictor, with the model's TV to the full one as a

@@ -26,7 +26,7 @@ from probing.summary import summarize_probe_results
 
 from . import layout
 from .claims import decide_claims, model_statistics, profiles
-from .memory import memory_equivalent_text, recorded_memory_equivalent
+from .memory import recorded_memory_equivalent
 
 
 def summarize_figure1(figure1: dict) -> dict:
@@ -213,7 +213,7 @@ def summarize_model_folder(folder: str | os.PathLike) -> dict:
 
 def summarize_memory(lemma1: dict | None, model_memory: dict | None) -> dict | None:
     """Lemma 1 on the corpus and the model's own memory (`memory/`), with the fitted rates (None:
-    no fit) and the model's memory (`memory.memory_equivalent`) as text."""
+    no fit) and the model's memory (`memory.memory_equivalent`; None where there is none)."""
     if lemma1 is None or model_memory is None:
         return None
     return {
@@ -221,7 +221,7 @@ def summarize_memory(lemma1: dict | None, model_memory: dict | None) -> dict | N
         "model": model_memory,
         "mixture_rate": lemma1["mixture"]["fit"]["rate"],
         "oracle_rate": lemma1["oracle"]["fit"]["rate"],
-        "equivalent_text": memory_equivalent_text(recorded_memory_equivalent(model_memory, lemma1)),
+        "equivalent": recorded_memory_equivalent(model_memory, lemma1),
     }
 
 

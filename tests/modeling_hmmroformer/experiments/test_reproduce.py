@@ -13,9 +13,9 @@ import transformers.trainer
 from huggingface_hub import ModelCard
 
 import hmm_datasets
+from model_cards.render import memory_equivalent_text
 from modeling_hmmroformer.experiments import pipeline as pipeline_module
 from modeling_hmmroformer.experiments.claims import CLAIMS
-from modeling_hmmroformer.experiments.memory import memory_equivalent_text
 from modeling_hmmroformer.experiments.pipeline import (
     REPRODUCE_STAGES,
     make_pipeline,
