@@ -35,6 +35,7 @@ import torch
 from hmm_datasets.beliefs import BELIEFS
 
 from .labels import check_columns
+from .records import CEILING_PREFIX
 
 RIDGE = 1e-3  # a fixed ridge penalty, relative to the mean squared feature
 # the penalties a map chooses from, column by column, by cross-validation (`fit_ridge_cv`)
@@ -48,7 +49,6 @@ BELIEF_COLUMNS = ("input_ids", "task_id")  # what the exact beliefs are computed
 BELIEF_GROUPS = ("demo1", "demo2", "later", "test")  # the segments a map is fitted and scored on
 PER_TASK_BELIEF = "state_filter"  # the belief fitted task by task as well, given the rows' tasks
 PER_TASK_METRICS = ("r2", "log_r2")
-CEILING_PREFIX = "ceiling_"  # the metrics of the exact log beliefs as features
 
 
 def check_belief_columns(rows: dict) -> None:

@@ -11,6 +11,8 @@ import numpy as np
 from hmm_datasets import HMMMixtureConfig, HMMParams, SampleLayout, SamplingTables
 from hmm_datasets.sampler import sample_rows
 
+from .records import POSITION_GROUPS
+
 CORPUS_COLUMNS = ("input_ids", "hidden_states", "task_id")
 PROBE_ROWS_STREAM = 7919  # the probing rows' seed stream, apart from every corpus split's
 
@@ -122,9 +124,6 @@ def split_rows(row_tasks: np.ndarray, train_fraction: float, seed: int) -> tuple
         train.append(rows[:cut])
         test.append(rows[cut:])
     return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))
-
-
-POSITION_GROUPS = ("all", "demo1", "demo2", "later", "demos", "test")
 
 
 def position_group_mask(layout: SampleLayout) -> np.ndarray:

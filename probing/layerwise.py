@@ -1,11 +1,9 @@
 """Probes for every layer, target and position group, as JSON records, and the paper's
 patterns as numbers with bootstrap intervals (curves and numbers, never verdicts).
 
-A record is `{"target", "layer", "head", "metric", "positions", "value", "ci_low",
-"ci_high"}` with `layer` the hidden-state index (0 = embeddings, i = output of layer i) or
-None for a layer-free reference, and `positions` the position group it is scored on
-(`POSITION_GROUPS`: all observation positions, the first / second / later demonstrations,
-every demonstration, the test sequence).
+Each number is a record (`probing.records.Record`, written as its JSON object) of a target, a
+layer, a metric and the position group it is scored on (`POSITION_GROUPS`: all observation
+positions, the first / second / later demonstrations, every demonstration, the test sequence).
 
 Metrics of a target: `accuracy` (the linear probe), `untrained_accuracy` (the same probe on
 the untrained model of the same initialisation), `token_baseline` (the majority label of the
@@ -35,18 +33,12 @@ from .probes import (
     majority_hits,
     token_majority_hits,
 )
+from .records import DECIDING_POSITIONS, Record, RecordSet
 
 SCORES = ("accuracy", "token_baseline", "chance")
 CEILINGS = {"hidden_state": "oracle_accuracy", "task": "bayes_optimal_accuracy"}  # previous tokens: 1
 REACH_FRACTIONS = tuple(round(f, 2) for f in np.arange(0.5, 0.951, 0.05))
 BEFORE_NORM_METRIC = "accuracy_before_final_norm"
-DECIDING_POSITIONS = "demo1"  # where Figure 3(a)'s claims are decided: the task is still uncertain there
-TWIN_PREFIX = "untrained_"  # a metric of the untrained twin: `untrained_accuracy`, `untrained_r2`, ...
-
-
-def twin_metric(metric: str) -> str:
-    """The name of `metric` measured on the untrained twin."""
-    return TWIN_PREFIX + metric
 
 
 class Draws(dict):
@@ -213,19 +205,12 @@ def record(
     head: int | None = None,
     positions: str = "all",
 ) -> dict:
-    """One JSON record; `head` is set only for per-head results (the shuffle test)."""
+    """One record as JSON (`Record.to_json`), its interval from `draws`; `head` is set only for
+    per-head results (the shuffle test)."""
     finite = draws is not None and value is not None and np.isfinite(draws).any()
     low, high = interval(draws[np.isfinite(draws)]) if finite else (None, None)
-    return {
-        "target": target,
-        "layer": layer,
-        "head": head,
-        "metric": metric,
-        "positions": positions,
-        "value": None if value is None else float(value),
-        "ci_low": low,
-        "ci_high": high,
-    }
+    value = None if value is None else float(value)
+    return Record(target, layer, head, metric, positions, value, low, high).to_json()
 
 
 def layerwise_probes(
@@ -333,55 +318,33 @@ def headroom_records(draws: Draws, target: str, layers: list[int], groups: tuple
 
 
 # ---- reading records back -------------------------------------------------------------
-def curve(
-    records: list[dict], target: str, metric: str = "accuracy", positions: str = "all"
-) -> dict[str, np.ndarray]:
-    """`layer`, `value`, `ci_low`, `ci_high` arrays of one target's per-layer metric."""
-    rows = sorted(
-        (
-            r
-            for r in records
-            if r["target"] == target
-            and r["metric"] == metric
-            and r.get("positions", "all") == positions
-            and r["layer"] is not None
-            and r["head"] is None
-        ),
-        key=lambda r: r["layer"],
-    )
-    return {
-        key: np.array([np.nan if r[key] is None else r[key] for r in rows], dtype=float)
-        for key in ("layer", "value", "ci_low", "ci_high")
-    }
-
-
 def probe_targets(distances) -> list[str]:
     """The probed targets in table order: hidden state, task, the token k back for each distance."""
     return ["hidden_state", "task", *(f"previous_token_{d}" for d in distances)]
 
 
-def table_cells(records: list[dict], targets: list[str], layer: int) -> list[dict]:
+def table_cells(records: RecordSet, targets: list[str], layer: int) -> list[dict]:
     """One table row: per target, the accuracy at `layer` and the fraction of the headroom it
     reaches (`headroom_fraction`: None for a target without a ceiling)."""
     cells = []
     for target in targets:
-        fraction = find(records, target, "headroom_fraction", layer)
+        fraction = records.find(target, "headroom_fraction", layer)
         cells.append(
             {
-                "accuracy": find(records, target, "accuracy", layer)["value"],
-                "headroom_fraction": None if fraction is None else fraction["value"],
+                "accuracy": records.find(target, "accuracy", layer).value,
+                "headroom_fraction": None if fraction is None else fraction.value,
             }
         )
     return cells
 
 
-def reference_cells(records: list[dict], targets: list[str]) -> dict[str, list]:
+def reference_cells(records: RecordSet, targets: list[str]) -> dict[str, list]:
     """The token-baseline, chance and ceiling rows (oracle filter, Bayes-optimal task posterior,
     and 1 exactly for a previous token), a value per target (None where none was recorded)."""
 
     def value(target: str, metric: str) -> float | None:
-        found = find(records, target, metric)
-        return None if found is None else found["value"]
+        found = records.find(target, metric)
+        return None if found is None else found.value
 
     return {
         "token_baseline": [value(t, "token_baseline") for t in targets],
@@ -390,19 +353,12 @@ def reference_cells(records: list[dict], targets: list[str]) -> dict[str, list]:
     }
 
 
-def find(
-    records: list[dict], target: str, metric: str, layer=None, head=None, positions="all"
-) -> dict | None:
-    """The record of (target, metric, layer, head, positions), None if there is none."""
-    for r in records:
-        key = (r["target"], r["metric"], r["layer"], r["head"], r.get("positions", "all"))
-        if key == (target, metric, layer, head, positions):
-            return r
-    return None
-
-
-def _value_and_interval(record: dict | None) -> dict | None:
-    return None if record is None else {key: record[key] for key in ("value", "ci_low", "ci_high")}
+def _value_and_interval(record: Record | None) -> dict | None:
+    return (
+        None
+        if record is None
+        else {"value": record.value, "ci_low": record.ci_low, "ci_high": record.ci_high}
+    )
 
 
 # ---- the paper's patterns ---------------------------------------------------------------
@@ -519,7 +475,7 @@ def peak(draws: Draws, target: str, layers: list[int], group: str) -> dict | Non
 
 
 def previous_token_patterns(
-    draws: Draws, records: list[dict], distances: list[int], layers: list[int]
+    draws: Draws, records: RecordSet, distances: list[int], layers: list[int]
 ) -> dict:
     """Figure 3(b) as numbers with bootstrap intervals (all, demonstration and test positions):
     each distance's peak layer and accuracy, its first and last layer, and the nearest minus
@@ -532,7 +488,7 @@ def previous_token_patterns(
     by_distance, peaks = {}, {}
     for distance in distances:
         target = f"previous_token_{distance}"
-        c = curve(records, target)
+        c = records.curve(target)
         found = peak(draws, target, layers, "all")
         peaks[distance] = found
         by_distance[str(distance)] = {
@@ -540,7 +496,7 @@ def previous_token_patterns(
             "first_layer_accuracy": float(c["value"][0]),
             "last_layer_accuracy": float(c["value"][-1]),
             "last_layer_before_final_norm": _value_and_interval(
-                find(records, target, BEFORE_NORM_METRIC, layers[-1])
+                records.find(target, BEFORE_NORM_METRIC, layers[-1])
             ),
             "by_positions": {
                 group: {k: v for k, v in p.items() if not k.startswith("_")}

@@ -11,7 +11,8 @@ from hmm_datasets import SampleLayout
 
 from .belief import BELIEF_GROUPS
 from .figures import pyplot, save_figure
-from .layerwise import BEFORE_NORM_METRIC, CEILINGS, curve, find, twin_metric
+from .layerwise import BEFORE_NORM_METRIC, CEILINGS
+from .records import RecordSet, twin_metric
 
 PROBES_JSON = "probe_results.json"
 PROBE_FIGURES = {  # figure -> file name in a probing output folder (Figure 7: one per attention row)
@@ -32,22 +33,22 @@ def plot_figure2(results: dict, path: Path) -> Path:
     content parts where the results have them (left; top axis: relative depth l/L, shaded:
     the upper layers of the comparison), and the total per (layer, head) (right)."""
     plt = pyplot()
-    records = [r for r in results["records"] if r["target"] == "shuffle"]
-    layers = sorted({r["layer"] for r in records})
-    heads = sorted({r["head"] for r in records if r["head"] is not None})
+    records = RecordSet(r for r in results["records"] if r["target"] == "shuffle")
+    layers = sorted({r.layer for r in records})
+    heads = sorted({r.head for r in records if r.head is not None})
     grid = np.array(
         [
-            [find(records, "shuffle", "relative_logit_change", layer, head)["value"] for head in heads]
+            [records.find("shuffle", "relative_logit_change", layer, head).value for head in heads]
             for layer in layers
         ]
     )
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2))
-    _band(left, curve(records, "shuffle", "relative_logit_change"), "total (mean over heads)", "C0")
+    _band(left, records.curve("shuffle", "relative_logit_change"), "total (mean over heads)", "C0")
     for color, metric, label in (
         ("C1", "position_only_change", "position only (keys re-rotated)"),
         ("C2", "content_change", "content (shuffled context)"),
     ):
-        part = curve(records, "shuffle", metric)
+        part = records.curve("shuffle", metric)
         if part["layer"].size:
             _band(left, part, label, color, "--")
     upper = results.get("patterns", {}).get("figure2", {}).get("upper_layers", [])
@@ -79,31 +80,31 @@ def plot_figure3a(results: dict, path: Path) -> Path:
     model's, the token-only baseline and the ceiling (left); the fraction of the headroom
     reached, by position group (right)."""
     plt = pyplot()
-    records = results["records"]
+    records = RecordSet(results["records"])
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.5))
     names = {"hidden_state": "hidden state (within task)", "task": "task identity"}
     for color, target in zip(("C0", "C1"), ("hidden_state", "task")):
-        _band(left, curve(records, target), names[target], color)
-        untrained = curve(records, target, twin_metric("accuracy"))
+        _band(left, records.curve(target), names[target], color)
+        untrained = records.curve(target, twin_metric("accuracy"))
         if untrained["layer"].size:
             left.plot(
                 untrained["layer"], untrained["value"], ":", color=color, label=f"{names[target]}: untrained"
             )
         left.axhline(
-            find(records, target, CEILINGS[target])["value"],
+            records.find(target, CEILINGS[target]).value,
             color=color,
             ls="--",
             lw=1,
             label=f"{names[target]}: {'oracle' if target == 'hidden_state' else 'Bayes-optimal'}",
         )
-        baseline = find(records, target, "token_baseline")
+        baseline = records.find(target, "token_baseline")
         left.axhline(
-            baseline["value"], color=color, ls="-.", lw=0.8, alpha=0.6, label=f"{names[target]}: token only"
+            baseline.value, color=color, ls="-.", lw=0.8, alpha=0.6, label=f"{names[target]}: token only"
         )
     _label_probe_axes(left, results["layers"], "Figure 3(a): linear probes for hidden state and task", 7)
     for color, group in zip(("C2", "C3", "C4", "C5"), BELIEF_GROUPS):
         for target, line in (("hidden_state", "-"), ("task", "--")):
-            c = curve(records, target, "headroom_fraction", positions=group)
+            c = records.curve(target, "headroom_fraction", positions=group)
             if c["layer"].size:
                 right.plot(
                     c["layer"],
@@ -126,11 +127,12 @@ def plot_figure3b(results: dict, path: Path) -> Path:
     """Previous-token probes at each distance by layer (95% CI)."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
+    records = RecordSet(results["records"])
     before_norm = False
     for index, distance in enumerate(results["settings"]["distances"]):
         target = f"previous_token_{distance}"
-        _band(ax, curve(results["records"], target), f"token {distance} back", f"C{index}")
-        point = curve(results["records"], target, BEFORE_NORM_METRIC)
+        _band(ax, records.curve(target), f"token {distance} back", f"C{index}")
+        point = records.curve(target, BEFORE_NORM_METRIC)
         if len(point["layer"]):
             ax.plot(point["layer"], point["value"], "x", color=f"C{index}", ms=8, mew=2)
             before_norm = True

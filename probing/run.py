@@ -31,7 +31,6 @@ from .belief import belief_ceiling, belief_records, check_belief_columns
 from .capture import attention_weights, capture_hidden_states, model_device, resolve_layers
 from .config import ProbeConfig
 from .labels import (
-    POSITION_GROUPS,
     check_distance,
     position_group_mask,
     position_labels,
@@ -44,8 +43,6 @@ from .labels import (
 from .layerwise import (
     BEFORE_NORM_METRIC,
     CEILINGS,
-    DECIDING_POSITIONS,
-    TWIN_PREFIX,
     accuracy_curves,
     counts_to_records,
     group_counts,
@@ -55,9 +52,9 @@ from .layerwise import (
     previous_token_patterns,
     probe_targets,
     relative_depth,
-    twin_metric,
 )
 from .probes import ProbeSettings
+from .records import DECIDING_POSITIONS, POSITION_GROUPS, TWIN_PREFIX, RecordSet, twin_metric
 from .shuffle import shuffle_patterns, shuffle_records, shuffle_test
 
 DECIDED_ON_FIRST_DEMO = ("hidden_state", "task")  # Figure 3(a)'s targets: refitted on demonstration 1
@@ -210,7 +207,7 @@ def probe_results(
             "figure3a": hidden_state_and_task_patterns(
                 draws, layers, POSITION_GROUPS, model.config.num_hidden_layers
             ),
-            "figure3b": previous_token_patterns(draws, records, list(config.distances), layers),
+            "figure3b": previous_token_patterns(draws, RecordSet(records), list(config.distances), layers),
         },
         "timings_s": timings,
     }

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from model_cards.render import format_probe_summary
 
-from .layerwise import find, probe_targets, reference_cells, table_cells
+from .layerwise import probe_targets, reference_cells, table_cells
+from .records import RecordSet
 from .shuffle import PART_LABELS, PART_METRICS
 
 
@@ -21,7 +22,7 @@ def format_summary(results: dict) -> str:
 def summarize_probe_results(results: dict) -> dict:
     """Per-layer probe accuracies, chance and ceilings, and the shuffle test of `probe_results.json`,
     as the cards show them (`model_cards.render`)."""
-    records = results["records"]
+    records = RecordSet(results["records"])
     distances = results["settings"]["distances"]
     targets = probe_targets(distances)
     columns = ["hidden state (within task)", "task", *(f"token {d} back" for d in distances)]
@@ -36,31 +37,29 @@ def summarize_probe_results(results: dict) -> dict:
         ],
         **references,
         "headroom": headroom_table(results),
-        "shuffle": [
-            {key: record[key] for key in ("layer", "value", "ci_low", "ci_high")}
-            for record in records
-            if record["target"] == "shuffle"
-            and record["head"] is None
-            and record["metric"] == PART_METRICS["total"]
-        ],
+        "shuffle": layer_rows(records, PART_METRICS["total"]),
         "shuffle_parts": shuffle_parts(records),
         "skipped": results.get("skipped", {}),  # analysis -> why it did not run
-        "task_bayes_accuracy": find(records, "task", "bayes_optimal_accuracy")["value"],
-        "hidden_state_oracle_accuracy": find(records, "hidden_state", "oracle_accuracy")["value"],
+        "task_bayes_accuracy": records.find("task", "bayes_optimal_accuracy").value,
+        "hidden_state_oracle_accuracy": records.find("hidden_state", "oracle_accuracy").value,
         "patterns": results["patterns"],
     }
 
 
-def shuffle_parts(records: list[dict]) -> list[dict]:
+def layer_rows(records: RecordSet, metric: str) -> list[dict]:
+    """The shuffle test's `metric` per layer (mean over heads): layer, value and interval."""
+    return [
+        {"layer": r.layer, "value": r.value, "ci_low": r.ci_low, "ci_high": r.ci_high}
+        for r in records.by_layer("shuffle", metric)
+    ]
+
+
+def shuffle_parts(records: RecordSet) -> list[dict]:
     """The shuffle test's parts that were measured (`PART_LABELS`), each `{"label", "rows"}` with
     a row per layer (layer, value, interval)."""
     parts = []
     for metric, label in PART_LABELS.items():
-        rows = [
-            {key: record[key] for key in ("layer", "value", "ci_low", "ci_high")}
-            for record in records
-            if record["target"] == "shuffle" and record["head"] is None and record["metric"] == metric
-        ]
+        rows = layer_rows(records, metric)
         if rows:  # absent from results written before the decomposition
             parts.append({"label": label, "rows": rows})
     return parts

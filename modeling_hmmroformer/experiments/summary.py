@@ -20,8 +20,8 @@ from pathlib import Path
 import yaml
 from transformers import AutoConfig
 
-from probing.layerwise import DECIDING_POSITIONS, curve, twin_metric
 from probing.plots import FIGURE7_PATTERN
+from probing.records import DECIDING_POSITIONS, RecordSet, twin_metric
 from probing.summary import summarize_probe_results
 
 from . import layout
@@ -119,20 +119,15 @@ BELIEF_ROWS = (  # (belief, segment, metric) rows of the card's belief-probe tab
 METRIC_NAMES = {"r2": "R²", "log_r2": "log-space R²"}
 
 
-def probe_curve(records: list[dict], target: str, metric: str, positions: str = "all") -> list[float]:
-    """A per-layer probe metric (no head), in layer order, as a list (`probing.layerwise.curve`)."""
-    return curve(records, target, metric, positions)["value"].tolist()
-
-
 def belief_table(probes: dict | None) -> list[dict]:
     """The belief-state probes' held-out R² per layer (`probe_results.json`), a cell per layer:
     `{"model", "twin"}` (twin None for results without it); empty for results without them."""
     if probes is None:
         return []
-    rows = []
+    records, rows = RecordSet(probes["records"]), []
     for belief, segment, metric in BELIEF_ROWS:
         trained, twin = (
-            probe_curve(probes["records"], f"belief_{belief}", name, segment)
+            [r.value for r in records.by_layer(f"belief_{belief}", name, segment)]
             for name in (metric, twin_metric(metric))
         )
         if trained:

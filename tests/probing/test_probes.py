@@ -8,13 +8,13 @@ import torch
 from probing.layerwise import (
     Draws,
     counts_to_records,
-    find,
     first_reach,
     group_counts,
     headroom_records,
     layerwise_probes,
 )
 from probing.probes import ProbeSettings, token_majority_hits
+from probing.records import RecordSet
 
 ROWS, POSITIONS, TOKENS, CLASSES = 80, 20, 8, 5
 SPLIT = (np.arange(0, ROWS, 2), np.arange(1, ROWS, 2))
@@ -55,13 +55,13 @@ def probe(features, labels, draws=None):
 @pytest.mark.parametrize("features_of", ["label", "noise"])
 def test_probe_decodes_a_linear_label_and_not_noise(features_of):
     records, _ = probe(*synthetic(features_of))
-    accuracy = find(records, "target", "accuracy", 0)
-    chance = find(records, "target", "chance")["value"]
+    accuracy = RecordSet(records).find("target", "accuracy", 0)
+    chance = RecordSet(records).find("target", "chance").value
     if features_of == "label":
-        assert accuracy["value"] > 0.98
-        assert accuracy["ci_low"] <= accuracy["value"] <= accuracy["ci_high"]
+        assert accuracy.value > 0.98
+        assert accuracy.ci_low <= accuracy.value <= accuracy.ci_high
     else:
-        assert accuracy["value"] < chance + 0.08
+        assert accuracy.value < chance + 0.08
 
 
 def test_token_majority_answers_each_tokens_most_frequent_label():
@@ -86,7 +86,7 @@ def test_headroom_fraction_is_zero_for_token_identity_and_one_at_the_ceiling(fea
     perfect = np.where(test_labels >= 0, 1, -1).astype(np.int8)[None]
     correct, total = group_counts(perfect, np.ones((1, *test_labels.shape), dtype=bool))
     counts_to_records("target", None, ("ceiling",), correct, total, ("all",), 200, 0, draws)
-    baseline = find(probe(features, labels)[0], "target", "token_baseline")["value"]
+    baseline = RecordSet(probe(features, labels)[0]).find("target", "token_baseline").value
     assert 0.5 < baseline < 0.9  # the token tells part of the label: there is headroom
 
     from probing import layerwise
@@ -117,9 +117,9 @@ def test_a_probe_is_scored_on_rows_it_was_not_fitted_on():
     common = {"settings": ProbeSettings(), "num_resamples": 50, "progress": False}
     args = (features, [0], labels, ["target"], {"target": np.zeros(ROWS, dtype=np.int64)})
     held_out, _ = layerwise_probes(*args, SPLIT, **common)
-    assert find(held_out, "target", "accuracy", 0)["value"] < 1 / CLASSES + 0.05
+    assert RecordSet(held_out).find("target", "accuracy", 0).value < 1 / CLASSES + 0.05
     leaked, _ = layerwise_probes(*args, (np.arange(ROWS), SPLIT[1]), **common)
-    assert find(leaked, "target", "accuracy", 0)["value"] > 0.9  # what the test would catch
+    assert RecordSet(leaked).find("target", "accuracy", 0).value > 0.9  # what the test would catch
 
 
 def overlapping_classes(seed: int, rows: int = 60, dim: int = 12):

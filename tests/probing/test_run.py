@@ -14,8 +14,9 @@ import torch
 from hmm_datasets.corpus import open_corpus
 from model_cards.render import format_probe_summary
 from probing import run as run_module
-from probing.layerwise import BEFORE_NORM_METRIC, curve, find
+from probing.layerwise import BEFORE_NORM_METRIC
 from probing.plots import write_probe_results
+from probing.records import RecordSet
 from probing.run import ProbeConfig, run_probing
 from probing.summary import summarize_probe_results
 from tests.probing.test_architectures import causal_lm
@@ -61,15 +62,19 @@ def test_a_probing_run_reports_every_layer_target_and_pattern(tiny_model, tmp_pa
         for target in ("hidden_state", "task"):
             assert (labels[target] >= 0).any() and (labels["segment"][labels[target] >= 0] == 0).all()
     assert results["num_shuffle_rows"] == 64  # the tiny corpus's test split, fewer than 256
-    assert curve(results["records"], "task", "untrained_accuracy")["layer"].tolist() == [0, 1, 2]
+    assert RecordSet(results["records"]).curve("task", "untrained_accuracy")["layer"].tolist() == [0, 1, 2]
     targets = ["hidden_state", "task", "previous_token_1", "previous_token_2"]
     for target in targets:
         metrics = ("accuracy", "headroom_fraction") if target in ("hidden_state", "task") else ("accuracy",)
         for metric in metrics:
             for positions in ("all", "demo1", "demo2", "later", "test"):
-                assert curve(results["records"], target, metric, positions)["layer"].tolist() == [0, 1, 2]
-        assert find(results["records"], target, "chance") is not None
-        assert find(results["records"], target, "token_baseline", positions="demo1") is not None
+                assert RecordSet(results["records"]).curve(target, metric, positions)["layer"].tolist() == [
+                    0,
+                    1,
+                    2,
+                ]
+        assert RecordSet(results["records"]).find(target, "chance") is not None
+        assert RecordSet(results["records"]).find(target, "token_baseline", positions="demo1") is not None
     figure3a = results["patterns"]["figure3a"]
     assert figure3a["positions"] == "demo1"
     reach = figure3a["by_positions"]["demo1"]["task"]
@@ -78,16 +83,16 @@ def test_a_probing_run_reports_every_layer_target_and_pattern(tiny_model, tmp_pa
     assert peak["peak_layer_ci"][0] <= peak["peak_layer"] <= peak["peak_layer_ci"][1]
     assert set(peak["by_positions"]) == {"demos", "test"}
     assert peak["last_layer_before_final_norm"] is None  # post-norm: no final norm to read before
-    assert curve(results["records"], "task", BEFORE_NORM_METRIC)["layer"].size == 0
-    assert find(results["records"], "task", "bayes_optimal_accuracy")["value"] > 0.5
-    assert find(results["records"], "hidden_state", "oracle_accuracy")["value"] > 0.5
+    assert RecordSet(results["records"]).curve("task", BEFORE_NORM_METRIC)["layer"].size == 0
+    assert RecordSet(results["records"]).find("task", "bayes_optimal_accuracy").value > 0.5
+    assert RecordSet(results["records"]).find("hidden_state", "oracle_accuracy").value > 0.5
     for metric in (
         "relative_logit_change",
         "position_only_change",
         "content_change",
         "weighted_attention_tv",
     ):
-        assert curve(results["records"], "shuffle", metric)["layer"].tolist() == [1, 2]
+        assert RecordSet(results["records"]).curve("shuffle", metric)["layer"].tolist() == [1, 2]
     figure2 = results["patterns"]["figure2"]
     assert figure2["upper_layers"] == [2] and figure2["lower_layers"] == [1]  # 2 layers: the upper half
     assert set(figure2["by_part"]) == {"total", "position_only", "content", "weighted_attention_tv"}
@@ -106,9 +111,9 @@ def test_a_probing_run_reports_every_layer_target_and_pattern(tiny_model, tmp_pa
     for name in ("task_posterior", "state_filter", "joint_posterior"):
         for metric in ("r2", "kl", "untrained_r2", "untrained_kl"):
             for positions in ("later", "test"):  # demonstration 1 has too few positions here to fit on
-                found = curve(results["records"], f"belief_{name}", metric, positions)
+                found = RecordSet(results["records"]).curve(f"belief_{name}", metric, positions)
                 assert found["layer"].tolist() == [0, 1, 2] and np.isfinite(found["value"]).all()
-            assert curve(results["records"], f"belief_{name}", metric, "demo1")["layer"].size == 0
+            assert RecordSet(results["records"]).curve(f"belief_{name}", metric, "demo1")["layer"].size == 0
     assert result.attention.shape == (2, 1, 2, 52, 52)  # tiny rows: 4 x (8 + 1) + 16 tokens
     np.testing.assert_allclose(result.attention.sum(-1), 1.0, atol=1e-5)
     paths = write_probe_results(result, tmp_path)
@@ -152,15 +157,15 @@ def test_planted_previous_tokens_are_decoded_exactly_at_their_layers(tiny_model,
     model = tiny_model(norm_placement="pre") if architecture == "hmm_roformer" else causal_lm(architecture)
     plant_previous_tokens(model, noise)
     result = run_probing(model, open_corpus("tiny"), ProbeConfig(distances=(1, 2), **FAST), progress=False)
-    records = result.results["records"]
-    assert find(records, "previous_token_2", BEFORE_NORM_METRIC, 2)["value"] == 1.0
-    assert find(records, "previous_token_1", BEFORE_NORM_METRIC, 2)["value"] < 0.9
+    records = RecordSet(result.results["records"])
+    assert records.find("previous_token_2", BEFORE_NORM_METRIC, 2).value == 1.0
+    assert records.find("previous_token_1", BEFORE_NORM_METRIC, 2).value < 0.9
     before = result.results["patterns"]["figure3b"]["by_distance"]["2"]["last_layer_before_final_norm"]
     assert before["value"] == 1.0
-    assert find(records, "previous_token_1", "accuracy", 1)["value"] == 1.0  # layer 1 holds token p-1
-    assert find(records, "previous_token_2", "accuracy", 2)["value"] == 1.0  # layer 2 holds token p-2
-    assert find(records, "previous_token_1", "accuracy", 2)["value"] < 0.9  # not what layer 2 holds
-    assert find(records, "previous_token_2", "accuracy", 1)["value"] < 0.9
+    assert records.find("previous_token_1", "accuracy", 1).value == 1.0  # layer 1 holds token p-1
+    assert records.find("previous_token_2", "accuracy", 2).value == 1.0  # layer 2 holds token p-2
+    assert records.find("previous_token_1", "accuracy", 2).value < 0.9  # not what layer 2 holds
+    assert records.find("previous_token_2", "accuracy", 1).value < 0.9
 
 
 @pytest.mark.parametrize("code_path", ["COMPATIBLE", "AVX2", None])
