@@ -350,8 +350,9 @@ def _weights(log_w: torch.Tensor) -> torch.Tensor:
 
 def _token_probs(hmms: HMMTables, features: torch.Tensor) -> torch.Tensor:
     """`[M, R, T, V]`: each chain's next-token distribution after each token, from its features
-    `[M, R, T, d]` in the layout the schedule wrote (chain by chain, or token by token), so
-    nothing is copied to reorder."""
+    `[M, R, T, d]` in the layout the schedule wrote (chain by chain, or token by token): a
+    token-by-token product broadcasts the HMMs' tables to every token, so a block with fewer
+    rows than tokens' worth of table (V > R) is reordered chain by chain first."""
     num_hmms, rows, length, d = features.shape
     vocab = hmms.feature_probs.shape[2]
     # chain by chain, reordering token-by-token features when they are smaller than the table

@@ -10,8 +10,9 @@ group it is scored on (`POSITION_GROUPS`). Results written before position group
 Which network a record measures is part of its metric's name (`network`): the trained model,
 its untrained twin (`TWIN_PREFIX`: `untrained_accuracy`, ...) or a floor or ceiling that no
 network is needed for (`REFERENCE_METRICS`: the token-only baseline, chance, the exact
-predictors; `CEILING_PREFIX`: a belief probe fed the exact beliefs). A `RecordSet` reads such a list once and finds a record, or one target's
-per-layer curve, by its key instead of scanning the list.
+predictors; `CEILING_PREFIX`: a belief probe fed the exact beliefs). A `RecordSet` reads such
+a list once and finds a record, or one target's per-layer curve, by its key instead of
+scanning the list.
 """
 
 from __future__ import annotations
