@@ -350,14 +350,13 @@ def _weights(log_w: torch.Tensor) -> torch.Tensor:
 
 def _token_probs(hmms: HMMTables, features: torch.Tensor) -> torch.Tensor:
     """`[M, R, T, V]`: each chain's next-token distribution after each token, from its features
-    `[M, R, T, d]` in the layout the schedule wrote (chain by chain, or token by token): a
-    token-by-token product broadcasts the HMMs' tables to every token, so a block with fewer
-    rows than tokens' worth of table (V > R) is reordered chain by chain first."""
+    `[M, R, T, d]` in the layout the schedule wrote (chain by chain, or token by token).
+
+    A token-by-token product copies every HMM's `[d, V]` table once per token; where that is
+    more than the block's features (V > R: `paper`'s one row), the features are put chain by
+    chain instead (one copy of `[M, R, T, d]`) and read by one product per HMM."""
     num_hmms, rows, length, d = features.shape
-    vocab = hmms.feature_probs.shape[2]
-    # chain by chain, reordering token-by-token features when they are smaller than the table
-    # copies a token-by-token product would broadcast (more tokens than rows: `paper`'s one row)
-    if features.is_contiguous() or vocab > rows:
+    if features.is_contiguous() or hmms.feature_probs.shape[2] > rows:
         flat = features.reshape(num_hmms, -1, d)
         return torch.bmm(flat, hmms.feature_probs).view(num_hmms, rows, length, -1)
     return torch.matmul(features.permute(2, 0, 1, 3), hmms.feature_probs).permute(1, 2, 0, 3)
