@@ -227,17 +227,17 @@ class BayesOptimalPredictor(MemoryWindows):
             )  # [M, R, T, d], [M, R, T]
             ends = [t - block.start for t in range(block.start, block.stop) if delimiter_at[t]]
             token_probs = _token_probs(hmms, after)  # [M, R, T, V]
-            if mixing:
-                log_w = log_w[..., None] + torch.where(
-                    is_delim[..., block], 0.0, torch.log(likelihood.double())
-                ).cumsum(-1)
-                log_w = log_w - log_w.amax(dim=0, keepdim=True)  # [M, R, T]: after each token
-                weights = _weights(log_w).to(self.dtype)
+            if mixing:  # token by token ([T, M, R]), the order the sequential schedule writes
+                steps = torch.log(likelihood.permute(2, 0, 1).double())
+                steps.masked_fill_(is_delim[0, :, block].T[:, None, :], 0.0)  # a delimiter tells nothing
+                log_w = log_w + steps.cumsum(0)
+                log_w -= log_w.amax(dim=1, keepdim=True)  # [T, M, R]: after each token
+                weights = _weights(log_w, dim=1).to(self.dtype).permute(1, 2, 0)  # [M, R, T]
                 predicted = _mixed(token_probs, weights)
                 opening = _mixed_start(hmms, weights[..., ends]) if ends else None
                 if want_posterior:
                     posterior[:, block] = weights.permute(1, 2, 0)
-                log_w = log_w[..., -1]
+                log_w = log_w[-1]
             else:
                 predicted = token_probs.flatten(0, 1)
                 opening = hmms.start_probs[:, None, None].expand(-1, rows, len(ends), -1).flatten(0, 1)
@@ -337,15 +337,15 @@ def _window_start(hmms: HMMTables, start_states: torch.Tensor, token: torch.Tens
     return flush_subnormal_(hmms.to_features(emitted / positive(likelihood)[..., None])), likelihood
 
 
-def _weights(log_w: torch.Tensor) -> torch.Tensor:
-    """Normalised posterior weights over the HMMs (dim 0) from log-weights whose maximum is 0.
+def _weights(log_w: torch.Tensor, dim: int = 0) -> torch.Tensor:
+    """Normalised posterior weights over the HMMs (`dim`) from log-weights whose maximum is 0.
 
     Weights below sqrt(tiny) are set to zero (see `flush_subnormal_`); the log-weights
     themselves stay exact, so a task can still recover later.
     """
     floor = 0.5 * math.log(torch.finfo(log_w.dtype).tiny)
     weights = torch.exp(torch.nn.functional.threshold(log_w, floor, -math.inf))
-    return weights / weights.sum(0, keepdim=True)
+    return weights.div_(weights.sum(dim, keepdim=True))
 
 
 def _token_probs(hmms: HMMTables, features: torch.Tensor) -> torch.Tensor:

@@ -156,9 +156,11 @@ def test_the_truncated_oracle_is_exact_where_its_window_reaches_the_test_start(t
     full = predictor.oracle_next_token_probs(ids, tasks)
     tv = oracle_tv_on_test(predictor.truncated_oracle_by_memory(ids, tasks, memories), full, start, memories)
     assert tv.shape == (4, 16, config.test_length - 1)
+    # equal up to float64 rounding (the window's chains are batched and scheduled otherwise than
+    # the full rows', and a product may round by its batch: 1.2e-16 seen on Intel), computed, not set
     for k, memory in enumerate(memories):
-        assert bool((tv[k, :, :memory] == 0).all())  # exactly, on whole rows: not set, computed
-        assert float(tv[k, :, memory:].max()) > 0  # beyond, the window forgets something
+        assert float(tv[k, :, :memory].max()) <= 1e-14
+        assert float(tv[k, :, memory:].max()) > 1e-6  # beyond, the window forgets something
 
 
 def test_per_task_records_cover_the_tasks_and_are_strict_json(result, tiny):
