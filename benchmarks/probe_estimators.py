@@ -73,11 +73,12 @@ def probe_stage(model, corpus, estimator) -> tuple[dict, float]:
 def accuracy_differences(reference: list[dict], other: list[dict]) -> dict:
     """Per target, the largest and mean |difference| of the probe accuracies (every layer and
     position group), and over all targets."""
-    key = ("target", "metric", "layer", "head", "positions")
+    key = ("target", "metric", "layer", "head", "positions", "network")
     theirs = {tuple(r[k] for k in key): r["value"] for r in other}
     found: dict[str, list[float]] = {}
     for r in reference:
-        if r["metric"] in ("accuracy", "accuracy_before_final_norm") and r["value"] is not None:
+        accuracy = r["metric"] in ("accuracy", "accuracy_before_final_norm") and r["network"] == "trained"
+        if accuracy and r["value"] is not None:
             found.setdefault(r["target"], []).append(abs(theirs[tuple(r[k] for k in key)] - r["value"]))
     every = [d for values in found.values() for d in values]
     summary = {t: {"max": max(v), "mean": float(np.mean(v)), "records": len(v)} for t, v in found.items()}

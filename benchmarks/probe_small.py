@@ -38,6 +38,7 @@ def float32_difference(model_dir: Path, results: dict) -> float:
     sys.path.insert(0, str(ROOT))
     from hmm_datasets.corpus import checkpoint_corpus, open_corpus
     from probing import load_hmm_roformer
+    from probing.records import read_records
     from probing.run import ProbeConfig, run_probing
 
     settings = {**results["settings"], "dtype": "float32"}
@@ -49,10 +50,13 @@ def float32_difference(model_dir: Path, results: dict) -> float:
         progress=False,
     )
 
-    def accuracies(records):
-        return {(r["target"], r["layer"]): r["value"] for r in records if r["metric"] == "accuracy"}
+    def accuracies(results):
+        records = read_records(results)
+        return {
+            (r.target, r.layer): r.value for r in records if (r.metric, r.network) == ("accuracy", "trained")
+        }
 
-    half, full = accuracies(results["records"]), accuracies(rerun.results["records"])
+    half, full = accuracies(results), accuracies(rerun.results)
     return max(abs(half[key] - full[key]) for key in half)
 
 

@@ -35,7 +35,7 @@ import torch
 from hmm_datasets.beliefs import BELIEFS
 
 from .labels import check_columns
-from .records import CEILING_PREFIX
+from .records import Network, Record
 
 RIDGE = 1e-3  # a fixed ridge penalty, relative to the mean squared feature
 # the penalties a map chooses from, column by column, by cross-validation (`fit_ridge_cv`)
@@ -256,19 +256,12 @@ def masked_positions(rows: np.ndarray, mask: np.ndarray) -> tuple[torch.Tensor, 
     return torch.as_tensor(rows[row]), torch.as_tensor(at)
 
 
-def belief_record(target: str, layer, metric: str, group: str, value: float) -> dict:
-    """One probe record (`probing.layerwise`'s format, no interval); `layer` None for a record
-    of no layer (the ceiling)."""
-    return {
-        "target": target,
-        "layer": None if layer is None else int(layer),
-        "head": None,
-        "metric": metric,
-        "positions": group,
-        "value": value,
-        "ci_low": None,
-        "ci_high": None,
-    }
+def belief_record(target: str, layer, metric: str, group: str, value: float, network: Network) -> dict:
+    """One probe record as JSON (`Record.to_json`, no interval); `layer` None for a record of
+    no layer (the ceiling)."""
+    return Record(
+        target, None if layer is None else int(layer), None, metric, group, network, value
+    ).to_json()
 
 
 def belief_records(
@@ -278,18 +271,18 @@ def belief_records(
     membership: np.ndarray,
     groups: tuple[str, ...],
     split: tuple[np.ndarray, np.ndarray],
-    prefix: str = "",
+    network: Network = "trained",
     row_tasks: np.ndarray | None = None,
 ) -> list[dict]:
     """Probe records (`probing.layerwise`'s format, no interval) of every layer of `features
     [layers, R, P, D]` (`layers`: their numbers, or None), belief and segment of
-    `BELIEF_GROUPS` (`membership [G, R, P]` of `groups`): targets `belief_<name>`, metrics
-    `<prefix>r2`, `<prefix>log_r2` and `<prefix>kl` (prefix "untrained_" for the twin). A
+    `BELIEF_GROUPS` (`membership [G, R, P]` of `groups`) of `network`: targets `belief_<name>`,
+    metrics `r2`, `log_r2` and `kl`. A
     segment with fewer than `MIN_POSITIONS_PER_FEATURE` (D + 1) probe-train positions is left
     out: too few to fit a map of this width.
 
     With `row_tasks [R]` (each row's task), also the target `belief_state_filter_per_task`:
-    metrics `<prefix>r2` and `<prefix>log_r2`, the mean over tasks of one state-filter map per
+    metrics `r2` and `log_r2`, the mean over tasks of one state-filter map per
     task (`per_task_scores`; no minimum of positions: the ridge copes with fewer positions
     than features; left out where no task has both train and test positions, NaN where no
     task's belief has spread)."""
@@ -309,14 +302,14 @@ def belief_records(
                 x_train, x_test = layer_features[train][at_train], layer_features[test][at_test]
                 scores = belief_scores(x_train, x_test, y_train, y_test, widths)
                 out += [
-                    belief_record(f"belief_{belief}", layer, f"{prefix}{metric}", group, value)
+                    belief_record(f"belief_{belief}", layer, metric, group, value, network)
                     for (belief, metric), value in scores.items()
                 ]
         scores = None if row_tasks is None else per_task_scores(features, per_task, mask, split, row_tasks)
         if scores is not None:
             out += [
                 belief_record(
-                    f"belief_{PER_TASK_BELIEF}_per_task", layer, f"{prefix}{metric}", group, float(value)
+                    f"belief_{PER_TASK_BELIEF}_per_task", layer, metric, group, float(value), network
                 )
                 for layer, layer_scores in zip(layers, scores)
                 for metric, value in zip(PER_TASK_METRICS, layer_scores)
@@ -333,12 +326,10 @@ def belief_ceiling(
 ) -> list[dict]:
     """What a perfect code scores: `belief_records` of the exact log beliefs as the features
     (log(max(p, `LOG_FLOOR`)) of every belief of `BELIEFS`, concatenated; one "layer", `layer`
-    None), metrics `ceiling_r2` and `ceiling_log_r2` (no `kl`), per task as well with
+    None, network "ceiling"), metrics `r2` and `log_r2` (no `kl`), per task as well with
     `row_tasks`."""
     features = torch.cat(
         [torch.as_tensor(beliefs[name]).float().clamp_min(LOG_FLOOR).log() for name in BELIEFS], -1
     )
-    records = belief_records(
-        features[None], [None], beliefs, membership, groups, split, CEILING_PREFIX, row_tasks
-    )
-    return [record for record in records if record["metric"] != f"{CEILING_PREFIX}kl"]
+    records = belief_records(features[None], [None], beliefs, membership, groups, split, "ceiling", row_tasks)
+    return [record for record in records if record["metric"] != "kl"]

@@ -5,11 +5,12 @@ Each number is a record (`probing.records.Record`, written as its JSON object) o
 layer, a metric and the position group it is scored on (`POSITION_GROUPS`: all observation
 positions, the first / second / later demonstrations, every demonstration, the test sequence).
 
-Metrics of a target: `accuracy` (the linear probe), `untrained_accuracy` (the same probe on
-the untrained model of the same initialisation), `token_baseline` (the majority label of the
-current token: of (task, token) for the within-task hidden state; what a probe that only
-sees the token reaches), `chance` (the majority label), the ceilings `bayes_optimal_accuracy`
-(task) and `oracle_accuracy` (hidden state), and `headroom_fraction` = (accuracy - token
+Metrics of a target: `accuracy` (the linear probe; of the trained network, or of its
+untrained twin of the same initialisation: the record's `network`), the floors
+`token_baseline` (the majority label of the current token: of (task, token) for the
+within-task hidden state; what a probe that only sees the token reaches) and `chance` (the
+majority label), the ceilings `bayes_optimal_accuracy` (task) and `oracle_accuracy` (hidden
+state), and `headroom_fraction` = (accuracy - token
 baseline) / (ceiling - token baseline): 0 for a probe that only knows the token, 1 at the
 ceiling. A pre-norm model's last layer is also probed before the final LayerNorm
 (`accuracy_before_final_norm`, at layer num_hidden_layers).
@@ -33,7 +34,7 @@ from .probes import (
     majority_hits,
     token_majority_hits,
 )
-from .records import DECIDING_POSITIONS, Record, RecordSet
+from .records import DECIDING_POSITIONS, Network, Record, RecordSet
 
 SCORES = ("accuracy", "token_baseline", "chance")
 CEILINGS = {"hidden_state": "oracle_accuracy", "task": "bayes_optimal_accuracy"}  # previous tokens: 1
@@ -179,8 +180,9 @@ def counts_to_records(
     num_resamples: int,
     seed: int,
     draws: Draws,
+    network: Network = "trained",
 ) -> list[dict]:
-    """Records of `metrics x groups` from counts `[R, S, G]`; their draws go to `draws`."""
+    """Records of `metrics x groups` of `network` from counts `[R, S, G]`; their draws go to `draws`."""
     rows, num_scores, num_groups = correct.shape
     samples = bootstrap_accuracies(
         correct.reshape(rows, -1), total.reshape(rows, -1), num_resamples, seed
@@ -192,7 +194,9 @@ def counts_to_records(
             if total[:, s, g].sum() == 0:
                 continue
             draws[(target, metric, layer, group)] = (float(point[s, g]), samples[:, s, g])
-            out.append(record(target, layer, metric, point[s, g], samples[:, s, g], positions=group))
+            out.append(
+                record(target, layer, metric, point[s, g], samples[:, s, g], positions=group, network=network)
+            )
     return out
 
 
@@ -204,13 +208,14 @@ def record(
     draws: np.ndarray | None = None,
     head: int | None = None,
     positions: str = "all",
+    network: Network = "trained",
 ) -> dict:
     """One record as JSON (`Record.to_json`), its interval from `draws`; `head` is set only for
     per-head results (the shuffle test)."""
     finite = draws is not None and value is not None and np.isfinite(draws).any()
     low, high = interval(draws[np.isfinite(draws)]) if finite else (None, None)
     value = None if value is None else float(value)
-    return Record(target, layer, head, metric, positions, value, low, high).to_json()
+    return Record(target, layer, head, metric, positions, network, value, low, high).to_json()
 
 
 def layerwise_probes(
@@ -227,21 +232,24 @@ def layerwise_probes(
     num_resamples: int = 1000,
     seed: int = 0,
     metric: str = "accuracy",
+    network: Network = "trained",
     draws: Draws | None = None,
     progress: bool = True,
 ) -> tuple[list[dict], Draws]:
     """Records for every (target, layer, position group) of `features [layers, R, P, D]`;
     `labels[target]` is `[R, P]` at the captured positions and `labels["token"]` the tokens
     there; `membership [G, R, P]` says which positions belong to each of `groups` (default:
-    one group, all). The token baseline and chance come with the first layer; `metric` names
-    the probe's accuracy (`untrained_accuracy` for the untrained model, without baselines)."""
+    one group, all). `metric` names the probe's accuracy (`accuracy`, or `accuracy_before_final_norm`
+    for a last layer read before the final norm) and `network` the network `features` come from;
+    the trained network's `accuracy` comes with the token baseline and chance (the floors, with
+    the first layer)."""
     draws = Draws() if draws is None else draws
     if membership is None:
         membership = np.ones((1, *labels[targets[0]].shape), dtype=bool)
     test_membership = membership[:, split[1]]
-    with_baselines = metric == "accuracy"
+    with_baselines = (metric, network) == ("accuracy", "trained")
     hits = {target: [] for target in targets}
-    for index in tqdm(range(len(layers)), desc=f"probes ({metric})", disable=not progress):
+    for index in tqdm(range(len(layers)), desc=f"probes ({network} {metric})", disable=not progress):
         found = layer_accuracy_hits(features[index], labels, targets, row_groups, split, settings)
         for target in targets:
             hits[target].append(found[target])
@@ -250,12 +258,12 @@ def layerwise_probes(
     for target in targets:
         for index, layer in enumerate(layers):
             correct, total = group_counts(hits[target][index][None], test_membership)
-            records += counts_to_records(target, layer, (metric,), correct, total, *common)
+            records += counts_to_records(target, layer, (metric,), correct, total, *common, network)
             if with_baselines and index == 0:  # the baselines do not depend on the layer
                 problems = probe_problems([target], row_groups, split)
                 scores = baseline_hits(labels[target], labels["token"], problems, split[1])
                 correct, total = group_counts(scores, test_membership)
-                records += counts_to_records(target, None, SCORES[1:], correct, total, *common)
+                records += counts_to_records(target, None, SCORES[1:], correct, total, *common, "floor")
     return records, draws
 
 
@@ -342,14 +350,14 @@ def reference_cells(records: RecordSet, targets: list[str]) -> dict[str, list]:
     """The token-baseline, chance and ceiling rows (oracle filter, Bayes-optimal task posterior,
     and 1 exactly for a previous token), a value per target (None where none was recorded)."""
 
-    def value(target: str, metric: str) -> float | None:
-        found = records.find(target, metric)
+    def value(target: str, metric: str, network: Network) -> float | None:
+        found = records.find(target, metric, network=network)
         return None if found is None else found.value
 
     return {
-        "token_baseline": [value(t, "token_baseline") for t in targets],
-        "chance": [value(t, "chance") for t in targets],
-        "ceiling": [value(t, CEILINGS[t]) if t in CEILINGS else 1 for t in targets],
+        "token_baseline": [value(t, "token_baseline", "floor") for t in targets],
+        "chance": [value(t, "chance", "floor") for t in targets],
+        "ceiling": [value(t, CEILINGS[t], "ceiling") if t in CEILINGS else 1 for t in targets],
     }
 
 

@@ -12,7 +12,7 @@ from hmm_datasets import SampleLayout
 from .belief import BELIEF_GROUPS
 from .figures import pyplot, save_figure
 from .layerwise import BEFORE_NORM_METRIC, CEILINGS
-from .records import RecordSet, twin_metric
+from .records import RecordSet, read_records
 
 PROBES_JSON = "probe_results.json"
 PROBE_FIGURES = {  # figure -> file name in a probing output folder (Figure 7: one per attention row)
@@ -33,7 +33,7 @@ def plot_figure2(results: dict, path: Path) -> Path:
     content parts where the results have them (left; top axis: relative depth l/L, shaded:
     the upper layers of the comparison), and the total per (layer, head) (right)."""
     plt = pyplot()
-    records = RecordSet(r for r in results["records"] if r["target"] == "shuffle")
+    records = RecordSet(r for r in read_records(results) if r.target == "shuffle")
     layers = sorted({r.layer for r in records})
     heads = sorted({r.head for r in records if r.head is not None})
     grid = np.array(
@@ -80,24 +80,24 @@ def plot_figure3a(results: dict, path: Path) -> Path:
     model's, the token-only baseline and the ceiling (left); the fraction of the headroom
     reached, by position group (right)."""
     plt = pyplot()
-    records = RecordSet(results["records"])
+    records = read_records(results)
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.5))
     names = {"hidden_state": "hidden state (within task)", "task": "task identity"}
     for color, target in zip(("C0", "C1"), ("hidden_state", "task")):
         _band(left, records.curve(target), names[target], color)
-        untrained = records.curve(target, twin_metric("accuracy"))
+        untrained = records.curve(target, network="twin")
         if untrained["layer"].size:
             left.plot(
                 untrained["layer"], untrained["value"], ":", color=color, label=f"{names[target]}: untrained"
             )
         left.axhline(
-            records.find(target, CEILINGS[target]).value,
+            records.find(target, CEILINGS[target], network="ceiling").value,
             color=color,
             ls="--",
             lw=1,
             label=f"{names[target]}: {'oracle' if target == 'hidden_state' else 'Bayes-optimal'}",
         )
-        baseline = records.find(target, "token_baseline")
+        baseline = records.find(target, "token_baseline", network="floor")
         left.axhline(
             baseline.value, color=color, ls="-.", lw=0.8, alpha=0.6, label=f"{names[target]}: token only"
         )
@@ -127,7 +127,7 @@ def plot_figure3b(results: dict, path: Path) -> Path:
     """Previous-token probes at each distance by layer (95% CI)."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    records = RecordSet(results["records"])
+    records = read_records(results)
     before_norm = False
     for index, distance in enumerate(results["settings"]["distances"]):
         target = f"previous_token_{distance}"

@@ -54,7 +54,7 @@ from .layerwise import (
     relative_depth,
 )
 from .probes import ProbeSettings
-from .records import DECIDING_POSITIONS, POSITION_GROUPS, TWIN_PREFIX, RecordSet, twin_metric
+from .records import DECIDING_POSITIONS, POSITION_GROUPS, RECORDS_VERSION, Network, RecordSet
 from .shuffle import shuffle_patterns, shuffle_records, shuffle_test
 
 DECIDED_ON_FIRST_DEMO = ("hidden_state", "task")  # Figure 3(a)'s targets: refitted on demonstration 1
@@ -77,8 +77,8 @@ def run_probing(
 
     Beside the classification probes, the belief-state probes (`probing.belief`) on the same rows.
     With `untrained_model` (the same architecture at its initialisation), the same probes and
-    belief probes on its activations are reported too (`untrained_accuracy`, `untrained_r2`,
-    `untrained_kl`) and its shuffle test (`patterns["figure2_untrained"]`): what the
+    belief probes on its activations are reported too (records of network "twin") and its
+    shuffle test (`patterns["figure2_untrained"]`): what the
     architecture alone gives, the control every effect is measured against.
     """
     check_causal_lm(model)
@@ -131,9 +131,9 @@ def run_probing(
     if untrained_model is not None:
         with timed(timings, "untrained_probes"):
             twin = capture(untrained_model, probe, layers, config, progress, before_norm)
-            records += network_records(twin.layers, layers, probe, common, twin_metric("accuracy"))[0]
+            records += network_records(twin.layers, layers, probe, common, "twin")[0]
             records += belief_records(
-                twin.layers, layers, beliefs, probe.membership, POSITION_GROUPS, probe.split, TWIN_PREFIX
+                twin.layers, layers, beliefs, probe.membership, POSITION_GROUPS, probe.split, "twin"
             )
         networks["twin"] = twin
     with timed(timings, "splits"):
@@ -200,6 +200,7 @@ def probe_results(
         "num_shuffle_rows": num_shuffle_rows,
         "model_type": model.config.model_type,
         "skipped": skipped,  # analysis -> why it cannot run on this model
+        "records_version": RECORDS_VERSION,
         "records": records,
         "splits": splits,
         "patterns": {
@@ -309,15 +310,15 @@ def probe_settings(probe: ProbeRows, config: ProbeConfig, settings: ProbeSetting
 
 
 def network_records(
-    features: torch.Tensor, layers: list[int], probe: ProbeRows, common: dict, metric: str = "accuracy"
+    features: torch.Tensor, layers: list[int], probe: ProbeRows, common: dict, network: Network = "trained"
 ) -> tuple[list[dict], dict]:
     """The classification probes of one network at every layer and position group, its
     hidden-state and task probes on the first demonstration refitted there: records and draws."""
     records, draws = layerwise_probes(
-        features, layers, probe.labels, probe.targets, probe.groups, probe.split, metric=metric, **common
+        features, layers, probe.labels, probe.targets, probe.groups, probe.split, network=network, **common
     )
     records = refit_on_deciding_positions(
-        records, draws, features, layers, probe.labels, probe.groups, probe.split, common, metric
+        records, draws, features, layers, probe.labels, probe.groups, probe.split, common, network
     )
     return records, draws
 
@@ -384,7 +385,7 @@ def shuffle_analysis(
 
 
 def refit_on_deciding_positions(
-    records, draws, features, layers, labels, row_groups, split, common: dict, metric: str = "accuracy"
+    records, draws, features, layers, labels, row_groups, split, common: dict, network: Network = "trained"
 ) -> list[dict]:
     """`records` with the hidden-state and task probes of `DECIDING_POSITIONS` (the first
     demonstration) fitted on those positions alone, not on all positions and scored there:
@@ -392,7 +393,7 @@ def refit_on_deciding_positions(
     deciding = POSITION_GROUPS.index(DECIDING_POSITIONS)
     membership = common["membership"][deciding : deciding + 1]
     masked = {**labels, **{t: np.where(membership[0], labels[t], -1) for t in DECIDED_ON_FIRST_DEMO}}
-    settings = {**common, "membership": membership, "groups": (DECIDING_POSITIONS,), "metric": metric}
+    settings = {**common, "membership": membership, "groups": (DECIDING_POSITIONS,), "network": network}
     own, own_draws = layerwise_probes(
         features, layers, masked, list(DECIDED_ON_FIRST_DEMO), row_groups, split, **settings
     )
@@ -456,7 +457,7 @@ def split_curves(
         }
     out["ceiling"] = {
         "beliefs": belief_curves(
-            belief_ceiling(inputs.beliefs, inputs.membership, groups, split, inputs.row_tasks), "ceiling_"
+            belief_ceiling(inputs.beliefs, inputs.membership, groups, split, inputs.row_tasks)
         )
     }
     return out
@@ -469,12 +470,11 @@ def row_halves(num_rows: int, seed: int) -> np.ndarray:
     return halves
 
 
-def belief_curves(records: list[dict], prefix: str = "") -> dict[str, dict[str, list[float]]]:
-    """`belief -> metric -> [values in layer order]` of belief-probe records (metric names without
-    `prefix`)."""
+def belief_curves(records: list[dict]) -> dict[str, dict[str, list[float]]]:
+    """`belief -> metric -> [values in layer order]` of belief-probe records."""
     out: dict[str, dict[str, list[float]]] = {}
     for r in records:
-        belief, metric = r["target"][len("belief_") :], r["metric"][len(prefix) :]
+        belief, metric = r["target"][len("belief_") :], r["metric"]
         out.setdefault(belief, {}).setdefault(metric, []).append(r["value"])
     return out
 
@@ -519,5 +519,6 @@ def ceiling_records(corpus: Corpus, probe: ProbeRows, config: ProbeConfig, draws
             config.num_resamples,
             config.seed,
             draws,
+            "ceiling",
         )
     return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 from model_cards.render import format_probe_summary
 
 from .layerwise import probe_targets, reference_cells, table_cells
-from .records import RecordSet
+from .records import RecordSet, read_records
 from .shuffle import PART_LABELS, PART_METRICS
 
 
@@ -22,7 +22,7 @@ def format_summary(results: dict) -> str:
 def summarize_probe_results(results: dict) -> dict:
     """Per-layer probe accuracies, chance and ceilings, and the shuffle test of `probe_results.json`,
     as the cards show them (`model_cards.render`)."""
-    records = RecordSet(results["records"])
+    records = read_records(results)
     distances = results["settings"]["distances"]
     targets = probe_targets(distances)
     columns = ["hidden state (within task)", "task", *(f"token {d} back" for d in distances)]
@@ -40,8 +40,10 @@ def summarize_probe_results(results: dict) -> dict:
         "shuffle": layer_rows(records, PART_METRICS["total"]),
         "shuffle_parts": shuffle_parts(records),
         "skipped": results.get("skipped", {}),  # analysis -> why it did not run
-        "task_bayes_accuracy": records.find("task", "bayes_optimal_accuracy").value,
-        "hidden_state_oracle_accuracy": records.find("hidden_state", "oracle_accuracy").value,
+        "task_bayes_accuracy": records.find("task", "bayes_optimal_accuracy", network="ceiling").value,
+        "hidden_state_oracle_accuracy": records.find(
+            "hidden_state", "oracle_accuracy", network="ceiling"
+        ).value,
         "patterns": results["patterns"],
     }
 

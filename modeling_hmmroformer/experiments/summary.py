@@ -21,7 +21,7 @@ import yaml
 from transformers import AutoConfig
 
 from probing.plots import FIGURE7_PATTERN
-from probing.records import DECIDING_POSITIONS, RecordSet, twin_metric
+from probing.records import DECIDING_POSITIONS, read_records
 from probing.summary import summarize_probe_results
 
 from . import layout
@@ -124,11 +124,11 @@ def belief_table(probes: dict | None) -> list[dict]:
     `{"model", "twin"}` (twin None for results without it); empty for results without them."""
     if probes is None:
         return []
-    records, rows = RecordSet(probes["records"]), []
+    records, rows = read_records(probes), []
     for belief, segment, metric in BELIEF_ROWS:
         trained, twin = (
-            [r.value for r in records.by_layer(f"belief_{belief}", name, segment)]
-            for name in (metric, twin_metric(metric))
+            [r.value for r in records.by_layer(f"belief_{belief}", metric, segment, network)]
+            for network in ("trained", "twin")
         )
         if trained:
             cells = [{"model": a, "twin": b} for a, b in zip(trained, twin or [None] * len(trained))]

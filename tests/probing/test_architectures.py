@@ -65,7 +65,7 @@ def test_every_analysis_that_applies_runs_and_says_which_does_not(model_type, ti
     results = result.results
     targets = {record["target"] for record in results["records"]}
     assert {"hidden_state", "task", "previous_token_1", "previous_token_2"} <= targets
-    assert any(record["metric"] == "untrained_accuracy" for record in results["records"])
+    assert any((r["metric"], r["network"]) == ("accuracy", "twin") for r in results["records"])
     assert results["model_type"] == model_type and results["layers"] == [0, 1, 2]
     summary = format_summary(results)
     paths = write_probe_results(result, tmp_path)

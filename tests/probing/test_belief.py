@@ -177,18 +177,19 @@ def test_per_task_state_filter_maps_read_what_one_pooled_map_cannot():
     membership[2, split[1]] = False  # no probe-test position: no record
     groups = ("test", "later", "demo1")
     records = belief_records(
-        features[None], [3], beliefs, membership, groups, split, "x_", row_tasks=row_tasks
+        features[None], [3], beliefs, membership, groups, split, "twin", row_tasks=row_tasks
     )
     value = {(r["target"], r["metric"], r["positions"]): r["value"] for r in records}
     per_task = [r for r in records if r["target"] == "belief_state_filter_per_task"]
     assert {(r["metric"], r["positions"], r["layer"]) for r in per_task} == {
-        (metric, group, 3) for metric in ("x_r2", "x_log_r2") for group in groups[:2]
+        (metric, group, 3) for metric in ("r2", "log_r2") for group in groups[:2]
     }
     assert all(r["head"] is None and r["ci_low"] is None and r["ci_high"] is None for r in per_task)
-    assert value[("belief_state_filter_per_task", "x_r2", "test")] > 0.99
-    assert value[("belief_state_filter_per_task", "x_r2", "later")] > 0.99
-    assert value[("belief_state_filter", "x_r2", "test")] < 0.8  # one map pooled over the tasks
-    without = belief_records(features[None], [3], beliefs, membership, groups, split, "x_")
+    assert {r["network"] for r in records} == {"twin"}
+    assert value[("belief_state_filter_per_task", "r2", "test")] > 0.99
+    assert value[("belief_state_filter_per_task", "r2", "later")] > 0.99
+    assert value[("belief_state_filter", "r2", "test")] < 0.8  # one map pooled over the tasks
+    without = belief_records(features[None], [3], beliefs, membership, groups, split, "twin")
     assert not any(r["target"].endswith("_per_task") for r in without)
     assert [r for r in records if not r["target"].endswith("_per_task")] == without
 
@@ -215,18 +216,18 @@ def test_the_ceiling_is_what_the_exact_log_beliefs_score():
     split = (np.arange(0, tasks.size, 2), np.arange(1, tasks.size, 2))
     records = belief_ceiling(beliefs, membership, POSITION_GROUPS, split, row_tasks=tasks)
     value = {(r["target"], r["metric"], r["positions"]): r["value"] for r in records}
-    assert {r["metric"] for r in records} == {"ceiling_r2", "ceiling_log_r2"}
+    assert {r["metric"] for r in records} == {"r2", "log_r2"}
+    assert {r["network"] for r in records} == {"ceiling"}
     assert {r["layer"] for r in records} == {None}
     assert {r["positions"] for r in records} == set(BELIEF_GROUPS)
     for group in BELIEF_GROUPS:
-        assert value[("belief_task_posterior", "ceiling_log_r2", group)] > 0.99
+        assert value[("belief_task_posterior", "log_r2", group)] > 0.99
         assert (
-            value[("belief_task_posterior", "ceiling_r2", group)]
-            < value[("belief_task_posterior", "ceiling_log_r2", group)]
+            value[("belief_task_posterior", "r2", group)] < value[("belief_task_posterior", "log_r2", group)]
         )
-        assert np.isfinite(value[("belief_state_filter_per_task", "ceiling_log_r2", group)])
+        assert np.isfinite(value[("belief_state_filter_per_task", "log_r2", group)])
     # per task, 62 features and ~30 probe-train positions in a demonstration, but ~60 in the test
-    assert value[("belief_state_filter_per_task", "ceiling_log_r2", "test")] > 0.99
+    assert value[("belief_state_filter_per_task", "log_r2", "test")] > 0.99
     assert not any(
         r["target"].endswith("_per_task") for r in belief_ceiling(beliefs, membership, POSITION_GROUPS, split)
     )

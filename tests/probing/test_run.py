@@ -1,6 +1,7 @@
 """The whole layerwise analysis: every layer, target and pattern reported; planted activations
 decoded exactly where they were planted; bad settings refused."""
 
+import itertools
 import json
 import os
 import subprocess
@@ -16,7 +17,7 @@ from model_cards.render import format_probe_summary
 from probing import run as run_module
 from probing.layerwise import BEFORE_NORM_METRIC
 from probing.plots import write_probe_results
-from probing.records import RecordSet
+from probing.records import RECORDS_VERSION, RecordSet
 from probing.run import ProbeConfig, run_probing
 from probing.summary import summarize_probe_results
 from tests.probing.test_architectures import causal_lm
@@ -62,7 +63,8 @@ def test_a_probing_run_reports_every_layer_target_and_pattern(tiny_model, tmp_pa
         for target in ("hidden_state", "task"):
             assert (labels[target] >= 0).any() and (labels["segment"][labels[target] >= 0] == 0).all()
     assert results["num_shuffle_rows"] == 64  # the tiny corpus's test split, fewer than 256
-    assert RecordSet(results["records"]).curve("task", "untrained_accuracy")["layer"].tolist() == [0, 1, 2]
+    assert results["records_version"] == RECORDS_VERSION
+    assert RecordSet(results["records"]).curve("task", network="twin")["layer"].tolist() == [0, 1, 2]
     targets = ["hidden_state", "task", "previous_token_1", "previous_token_2"]
     for target in targets:
         metrics = ("accuracy", "headroom_fraction") if target in ("hidden_state", "task") else ("accuracy",)
@@ -73,8 +75,9 @@ def test_a_probing_run_reports_every_layer_target_and_pattern(tiny_model, tmp_pa
                     1,
                     2,
                 ]
-        assert RecordSet(results["records"]).find(target, "chance") is not None
-        assert RecordSet(results["records"]).find(target, "token_baseline", positions="demo1") is not None
+        assert RecordSet(results["records"]).find(target, "chance", network="floor") is not None
+        assert RecordSet(results["records"]).find(target, "token_baseline", None, None, "demo1", "floor")
+        assert RecordSet(results["records"]).find(target, "chance") is None  # a floor is no network's
     figure3a = results["patterns"]["figure3a"]
     assert figure3a["positions"] == "demo1"
     reach = figure3a["by_positions"]["demo1"]["task"]
@@ -84,8 +87,10 @@ def test_a_probing_run_reports_every_layer_target_and_pattern(tiny_model, tmp_pa
     assert set(peak["by_positions"]) == {"demos", "test"}
     assert peak["last_layer_before_final_norm"] is None  # post-norm: no final norm to read before
     assert RecordSet(results["records"]).curve("task", BEFORE_NORM_METRIC)["layer"].size == 0
-    assert RecordSet(results["records"]).find("task", "bayes_optimal_accuracy").value > 0.5
-    assert RecordSet(results["records"]).find("hidden_state", "oracle_accuracy").value > 0.5
+    assert RecordSet(results["records"]).find("task", "bayes_optimal_accuracy", network="ceiling").value > 0.5
+    assert (
+        RecordSet(results["records"]).find("hidden_state", "oracle_accuracy", network="ceiling").value > 0.5
+    )
     for metric in (
         "relative_logit_change",
         "position_only_change",
@@ -109,11 +114,12 @@ def test_a_probing_run_reports_every_layer_target_and_pattern(tiny_model, tmp_pa
     train, test = (np.asarray(results["probe_rows"][name]) for name in ("train", "test"))
     assert np.intersect1d(train, test).size == 0 and train.size + test.size == 4 * 12
     for name in ("task_posterior", "state_filter", "joint_posterior"):
-        for metric in ("r2", "kl", "untrained_r2", "untrained_kl"):
+        for metric, network in itertools.product(("r2", "kl"), ("trained", "twin")):
             for positions in ("later", "test"):  # demonstration 1 has too few positions here to fit on
-                found = RecordSet(results["records"]).curve(f"belief_{name}", metric, positions)
+                found = RecordSet(results["records"]).curve(f"belief_{name}", metric, positions, network)
                 assert found["layer"].tolist() == [0, 1, 2] and np.isfinite(found["value"]).all()
-            assert RecordSet(results["records"]).curve(f"belief_{name}", metric, "demo1")["layer"].size == 0
+            found = RecordSet(results["records"]).curve(f"belief_{name}", metric, "demo1", network)
+            assert found["layer"].size == 0
     assert result.attention.shape == (2, 1, 2, 52, 52)  # tiny rows: 4 x (8 + 1) + 16 tokens
     np.testing.assert_allclose(result.attention.sum(-1), 1.0, atol=1e-5)
     paths = write_probe_results(result, tmp_path)
