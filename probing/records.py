@@ -24,8 +24,10 @@ import numpy as np
 
 # where probes are scored: every observation position, the first / second / later
 # demonstrations, every demonstration, the test sequence
-POSITION_GROUPS = ("all", "demo1", "demo2", "later", "demos", "test")
-DECIDING_POSITIONS = "demo1"  # where Figure 3(a)'s claims are decided: the task is still uncertain there
+Positions = Literal["all", "demo1", "demo2", "later", "demos", "test"]
+POSITION_GROUPS: tuple[str, ...] = get_args(Positions)
+# where Figure 3(a)'s claims are decided: the task is still uncertain there
+DECIDING_POSITIONS: Positions = "demo1"
 Network = Literal["trained", "twin", "floor", "ceiling"]
 NETWORKS: tuple[str, ...] = get_args(Network)
 RECORDS_VERSION = 2  # of the records' JSON form (`records_version` in probe_results.json)
@@ -48,7 +50,7 @@ class Record:
     layer: int | None
     head: int | None
     metric: str
-    positions: str
+    positions: Positions
     network: Network
     value: float | None
     ci_low: float | None = None
@@ -57,6 +59,8 @@ class Record:
     def __post_init__(self) -> None:
         if self.network not in NETWORKS:
             raise ValueError(f"network={self.network!r} must be one of {NETWORKS}.")
+        if self.positions not in POSITION_GROUPS:
+            raise ValueError(f"positions={self.positions!r} must be one of {POSITION_GROUPS}.")
 
     @property
     def key(self) -> tuple:

@@ -83,9 +83,11 @@ def test_version_1_names_its_networks_in_the_metric():
     assert set(NETWORKS) == {"trained", "twin", "floor", "ceiling"}
 
 
-def test_a_network_or_a_version_this_code_does_not_know_is_refused_in_one_line():
+def test_a_network_positions_or_version_this_code_does_not_know_is_refused_in_one_line():
     with pytest.raises(ValueError, match="network='untrained' must be one of"):
         Record("task", 1, None, "accuracy", "all", "untrained", 0.5)
+    with pytest.raises(ValueError, match="positions='demo3' must be one of"):
+        Record("task", 1, None, "accuracy", "demo3", "trained", 0.5)
     with pytest.raises(ValueError, match="version 3; .* upgrade it") as error:
         read_records({"records_version": 3, "records": []})
     assert "\n" not in str(error.value)
