@@ -195,6 +195,7 @@ def study_environment() -> jinja2.Environment:
     environment.filters["split_spread"] = split_spread_text
     environment.filters["num"] = number_text
     environment.filters["spread"] = seconds_spread_text
+    environment.filters["memory_equivalent"] = memory_equivalent_text
     return environment
 
 

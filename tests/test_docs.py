@@ -93,6 +93,7 @@ def test_the_readme_headline_table_is_the_committed_small_results():
 
 FORMATTED_NUMBER = re.compile(
     r"-?\d+\.\d+( \[-?\d+\.\d+\])?( / -?\d+\.\d+)?|.+ \d+%: (layer \d+|never) \[.*\]"
+    r"|\d+\.\d \(in \d+\.\.\d+\)|(<=|>) \d+|\d+ \(\d+\.\d(, 95% \[.*\])?\)"  # a memory equivalent
 )
 
 

@@ -18,7 +18,6 @@ from pathlib import Path
 import numpy as np
 
 from hmm_datasets.corpus import open_corpus
-from model_cards.render import memory_equivalent_text
 
 from . import layout
 from .claims import decide_claims, layer_one, model_statistics, profiles
@@ -184,13 +183,14 @@ def layer_one_row(records: list[dict]) -> dict:
 
 def memory_row(depth: int, records: list[dict], lemma1: dict | None) -> dict:
     """One depth's memory across seeds (`memory.memory_equivalent`; for a record written before
-    it, from `lemma1`'s curve on the same rows): per seed the text, the interpolated L across
-    seeds (seeds beyond the grid left out, counted in `beyond_grid`), and the TV to full Bayes."""
+    it, from `lemma1`'s curve on the same rows): per seed the memory equivalent (None where there
+    is none), the interpolated L across seeds (seeds beyond the grid left out, counted in
+    `beyond_grid`), and the TV to full Bayes."""
     memories = [r["memory"] for r in records]
     equivalents = [recorded_memory_equivalent(m, lemma1) for m in memories]
     return {
         "depth": depth,
-        "equivalent": [memory_equivalent_text(e) for e in equivalents],
+        "equivalent": equivalents,
         "interpolated": across_seeds([None if e is None else e["interpolated"] for e in equivalents]),
         "beyond_grid": sum(e is not None and e["memory"] is None for e in equivalents),
         "tv_full_bayes": across_seeds([m["full_vs_bayes"]["tv"] for m in memories]),

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from hmm_datasets import cache
-from model_cards.render import seconds_spread_text
+from model_cards.render import memory_equivalent_text, seconds_spread_text
 from modeling_hmmroformer.experiments.aggregate import bins_of_test_positions, kl_by_test_position, time_row
 from modeling_hmmroformer.experiments.claims import CLAIMS
 from modeling_hmmroformer.experiments.pipeline import (
@@ -81,6 +81,12 @@ def test_the_quick_study_reports_every_claim_at_every_depth(quick_studied):
         n = len(config.seeds)  # the time table: training and analysis per model, every seed timed
         assert re.search(
             rf"\n\| {depth['depth']} \| \d+ s( \[\d+, \d+\])? \| \d+ s.* \| {n} of {n} \|\n", report
+        )
+        memory = depth["memory"]  # the model's memory: data per seed, text in the report
+        assert len(memory["equivalent"]) == n
+        assert all(e is None or isinstance(e["longest_searched"], int) for e in memory["equivalent"])
+        assert (
+            f"| {depth['depth']} | {'; '.join(map(memory_equivalent_text, memory['equivalent']))} |" in report
         )
     for figure in ("distance_to_bayes", "figure2_by_depth", "beliefs_by_depth", "previous_tokens_by_depth"):
         assert (out / "figures" / f"{figure}.png").stat().st_size > 0
