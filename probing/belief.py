@@ -277,13 +277,11 @@ def belief_records(
     """Probe records (`probing.layerwise`'s format, no interval) of every layer of `features
     [layers, R, P, D]` (`layers`: their numbers, or None), belief and segment of
     `BELIEF_GROUPS` (`membership [G, R, P]` of `groups`) of `network`: targets `belief_<name>`,
-    metrics `r2`, `log_r2` and `kl`. A
-    segment with fewer than `MIN_POSITIONS_PER_FEATURE` (D + 1) probe-train positions is left
-    out: too few to fit a map of this width.
+    metrics `r2`, `log_r2` and `kl`. A segment with fewer than `MIN_POSITIONS_PER_FEATURE`
+    (D + 1) probe-train positions is left out: too few to fit a map of this width.
 
     With `row_tasks [R]` (each row's task), also the target `belief_state_filter_per_task`:
-    metrics `r2` and `log_r2`, the mean over tasks of one state-filter map per
-    task (`per_task_scores`; no minimum of positions: the ridge copes with fewer positions
+    metrics `r2` and `log_r2`, the mean over tasks of one state-filter map per task (`per_task_scores`; no minimum of positions: the ridge copes with fewer positions
     than features; left out where no task has both train and test positions, NaN where no
     task's belief has spread)."""
     train, test = split

@@ -10,9 +10,8 @@ untrained twin of the same initialisation: the record's `network`), the floors
 `token_baseline` (the majority label of the current token: of (task, token) for the
 within-task hidden state; what a probe that only sees the token reaches) and `chance` (the
 majority label), the ceilings `bayes_optimal_accuracy` (task) and `oracle_accuracy` (hidden
-state), and `headroom_fraction` = (accuracy - token
-baseline) / (ceiling - token baseline): 0 for a probe that only knows the token, 1 at the
-ceiling. A pre-norm model's last layer is also probed before the final LayerNorm
+state), and `headroom_fraction` = (accuracy - token baseline) / (ceiling - token baseline):
+0 for a probe that only knows the token, 1 at the ceiling. A pre-norm model's last layer is also probed before the final LayerNorm
 (`accuracy_before_final_norm`, at layer num_hidden_layers).
 
 Every bootstrap resamples the same probe-test rows (one seed, one row count), so draws of
@@ -239,10 +238,10 @@ def layerwise_probes(
     """Records for every (target, layer, position group) of `features [layers, R, P, D]`;
     `labels[target]` is `[R, P]` at the captured positions and `labels["token"]` the tokens
     there; `membership [G, R, P]` says which positions belong to each of `groups` (default:
-    one group, all). `metric` names the probe's accuracy (`accuracy`, or `accuracy_before_final_norm`
-    for a last layer read before the final norm) and `network` the network `features` come from;
-    the trained network's `accuracy` comes with the token baseline and chance (the floors, with
-    the first layer)."""
+    one group, all). `metric` names the probe's accuracy (`accuracy`, or
+    `accuracy_before_final_norm` for a last layer read before the final norm) and `network` the
+    network `features` come from; the trained network's `accuracy` comes with the token baseline
+    and chance (the floors, with the first layer)."""
     draws = Draws() if draws is None else draws
     if membership is None:
         membership = np.ones((1, *labels[targets[0]].shape), dtype=bool)
