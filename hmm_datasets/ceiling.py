@@ -13,13 +13,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from model_cards.render import ladder_text
+
 from .bayes import BayesOptimalPredictor
 from .layout import SampleLayout
 from .predictors import IN_CONTEXT, reference_predictors
 from .scoring import (
     EARLY_TOKENS,
     demo_counts_for,
-    format_ladder,
     mean_over_tokens,
     predictor_ladder,
     scores_by_demo_count,
@@ -167,7 +168,7 @@ def format_accuracy_table(table: dict) -> str:
             f"the ladder, all {table['layout']['num_demos']} demonstrations, lowest first "
             "(in-context: the row's own tokens only; KL(Bayes || .) in nats/token):"
         )
-        lines += ["", format_ladder(table["ladder"], title)]
+        lines += ["", ladder_text(table["ladder"], title)]
     return "\n".join(lines)
 
 

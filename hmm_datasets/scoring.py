@@ -153,24 +153,6 @@ def predictor_ladder(
     }
 
 
-def format_ladder(ladder: dict, title: str) -> str:
-    """A `predictor_ladder` as text under `title`: its rungs, lowest first, then where each
-    model stands on it (the share of the gap to Bayes it closes)."""
-    lines = [title]
-    for rung in ladder["rungs"]:
-        kl = "" if rung["kl_bayes"] is None else f"  KL {rung['kl_bayes']:.3f}"
-        lines.append(f"  {rung['accuracy']:.3f}  {rung['label']}{kl}")
-    best = next(rung for rung in ladder["rungs"] if rung["name"] == ladder["best_in_context"])
-    for name, share in ladder["gap_closed"].items():
-        where = "below the in-context baseline" if ladder["below_in_context"][name] else "above it"
-        closed = "n/a" if share is None else f"{share:+.2f}"
-        lines.append(
-            f"{name}: share of the gap from the best in-context predictor ({best['label']}) to Bayes "
-            f"closed: {closed} ({where})"
-        )
-    return "\n".join(lines)
-
-
 # ---- a model against the Bayes-optimal predictor and the oracle, on full rows ---------------------------
 def in_context_scores(model_log_probs, input_ids, bayes_probs, oracle_probs, layout: SampleLayout) -> dict:
     """The in-context metrics over the test sequence, by demonstrations seen and by test position.

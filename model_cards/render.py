@@ -556,6 +556,54 @@ def belief_cell_text(cell: dict) -> str:
     return f"{cell['model']:.3f} / {cell['twin']:.3f}"
 
 
+def ladder_text(ladder: dict, title: str) -> str:
+    """A `predictor_ladder` as text under `title`: its rungs, lowest first, then where each
+    model stands on it (the share of the gap to Bayes it closes)."""
+    lines = [title]
+    for rung in ladder["rungs"]:
+        kl = "" if rung["kl_bayes"] is None else f"  KL {rung['kl_bayes']:.3f}"
+        lines.append(f"  {rung['accuracy']:.3f}  {rung['label']}{kl}")
+    best = next(rung for rung in ladder["rungs"] if rung["name"] == ladder["best_in_context"])
+    for name, share in ladder["gap_closed"].items():
+        where = "below the in-context baseline" if ladder["below_in_context"][name] else "above it"
+        closed = "n/a" if share is None else f"{share:+.2f}"
+        lines.append(
+            f"{name}: share of the gap from the best in-context predictor ({best['label']}) to Bayes "
+            f"closed: {closed} ({where})"
+        )
+    return "\n".join(lines)
+
+
+def figure1_text(result: dict) -> str:
+    """Figure 1's curves as plain-text tables (`hmm-figure1` prints them), with the ladder and the
+    model against Bayes."""
+    names = list(result["by_num_demos"])
+    lines = [
+        f"Top-1 accuracy on the test sequence, {result['num_rows']} rows "
+        f"(all: test tokens 1..{result['layout']['test_length'] - 1}; early: tokens 1..{result['early_tokens']})",
+        "",
+        f"{'demos':>5}  " + "  ".join(f"{name + ' early':>13}" for name in names),
+    ]
+    for index, m in enumerate(result["demo_counts"]):
+        values = [result["by_num_demos"][name]["early_accuracy"][index] for name in names]
+        lines.append(f"{m:>5}  " + "  ".join(f"{value:>13.3f}" for value in values))
+    lines += ["", f"{'demos':>5}  " + "  ".join(f"{name + ' all':>13}" for name in names)]
+    for index, m in enumerate(result["demo_counts"]):
+        values = [result["by_num_demos"][name]["accuracy"][index] for name in names]
+        lines.append(f"{m:>5}  " + "  ".join(f"{value:>13.3f}" for value in values))
+    if "ladder" in result:
+        title = "The ladder, all demonstrations (accuracy on test tokens 1..T-1; KL to Bayes in nats/token):"
+        lines += ["", ladder_text(result["ladder"], title)]
+    versus = result["model_vs_bayes"]
+    if versus:
+        lines += [
+            "",
+            f"with all demonstrations: model argmax = Bayes argmax on {versus['agreement']:.3f} of test positions, "
+            f"KL(Bayes || model) {versus['kl_bayes_model']:.3f} nats/token, excess NLL {versus['excess_nll']:.3f}",
+        ]
+    return "\n".join(lines)
+
+
 def memory_equivalent_text(equivalent: dict | None) -> str:
     """ "L (interpolated, 95% [low, high])"; "interpolated (in before..L)" from grid memories only
     (not bisected); "<= L" at the grid's first memory; "> longest searched"; "n/a" without one."""

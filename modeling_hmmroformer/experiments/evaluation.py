@@ -25,14 +25,13 @@ from hmm_datasets.corpus import CorpusRows, open_corpus
 from hmm_datasets.predictors import IN_CONTEXT, Predictor, reference_predictors
 from hmm_datasets.scoring import (
     EARLY_TOKENS,
-    format_ladder,
     mean_over_tokens,
     predictor_ladder,
     scores_by_demo_count,
 )
-from probing.figures import pyplot, save_figure
 
 from . import layout
+from .plots import plot_figure1
 
 TWIN_LABEL = "untrained twin"
 
@@ -141,61 +140,6 @@ def figure1(model, data: CorpusRows, *, twin=None, batch_size: int = 64, progres
             "excess_nll": float(np.nanmean(model_scores["excess_nll"])),
         },
     }
-
-
-def format_figure1(result: dict) -> str:
-    """Plain-text tables of the curves."""
-    names = list(result["by_num_demos"])
-    lines = [
-        f"Top-1 accuracy on the test sequence, {result['num_rows']} rows "
-        f"(all: test tokens 1..{result['layout']['test_length'] - 1}; early: tokens 1..{result['early_tokens']})",
-        "",
-        f"{'demos':>5}  " + "  ".join(f"{name + ' early':>13}" for name in names),
-    ]
-    for index, m in enumerate(result["demo_counts"]):
-        values = [result["by_num_demos"][name]["early_accuracy"][index] for name in names]
-        lines.append(f"{m:>5}  " + "  ".join(f"{value:>13.3f}" for value in values))
-    lines += ["", f"{'demos':>5}  " + "  ".join(f"{name + ' all':>13}" for name in names)]
-    for index, m in enumerate(result["demo_counts"]):
-        values = [result["by_num_demos"][name]["accuracy"][index] for name in names]
-        lines.append(f"{m:>5}  " + "  ".join(f"{value:>13.3f}" for value in values))
-    if "ladder" in result:
-        title = "The ladder, all demonstrations (accuracy on test tokens 1..T-1; KL to Bayes in nats/token):"
-        lines += ["", format_ladder(result["ladder"], title)]
-    versus = result["model_vs_bayes"]
-    if versus:
-        lines += [
-            "",
-            f"with all demonstrations: model argmax = Bayes argmax on {versus['agreement']:.3f} of test positions, "
-            f"KL(Bayes || model) {versus['kl_bayes_model']:.3f} nats/token, excess NLL {versus['excess_nll']:.3f}",
-        ]
-    return "\n".join(lines)
-
-
-LINES = {"model": ("C0", "-"), "bayes": ("k", "--"), "oracle": ("0.5", ":")}  # other predictors: dash-dot
-
-
-def plot_figure1(result: dict, path: str | Path) -> Path:
-    """Three panels: early and all-token accuracy vs demonstrations, accuracy vs test position."""
-    labels = result.get("labels", {})
-    fig, axes = pyplot().subplots(1, 3, figsize=(15, 4.2))
-    x = np.arange(len(result["demo_counts"]))
-    others = iter(f"C{i}" for i in range(2, 10))
-    for name in result["by_num_demos"]:
-        color, line = LINES.get(name) or (next(others), "-.")
-        style = {"color": color, "label": labels.get(name, name)}
-        axes[0].plot(x, result["by_num_demos"][name]["early_accuracy"], line, marker="o", **style)
-        axes[1].plot(x, result["by_num_demos"][name]["accuracy"], line, marker="o", **style)
-        axes[2].plot(result["by_test_position"][name], line, **style)
-    for ax, title in zip(axes[:2], (f"test tokens 1..{result['early_tokens']}", "all test tokens")):
-        ax.set_xticks(x, [str(m) for m in result["demo_counts"]])
-        ax.set_xlabel("number of demonstrations")
-        ax.set_title(f"accuracy vs demonstrations ({title})")
-    axes[2].set_xlabel("position in the test sequence")
-    axes[2].set_title("accuracy vs test position (all demonstrations)")
-    axes[0].set_ylabel("top-1 accuracy")
-    axes[2].legend(loc="lower right", fontsize=8)
-    return save_figure(fig, path)
 
 
 def write_figure1(result: dict, out: str | Path) -> dict[str, Path]:

@@ -53,10 +53,10 @@ from hmm_datasets.memory import (
 )
 from hmm_datasets.scoring import next_token_scores
 from hmm_datasets.windows import check_memories
-from probing.figures import pyplot, save_figure
 
 from . import layout
 from .evaluation import model_next_token_probs
+from .plots import plot_lemma1, plot_model_memory
 
 
 def compare(probs, reference, input_ids, scored) -> dict[str, float]:
@@ -249,131 +249,6 @@ def recorded_memory_equivalent(model_memory: dict, lemma1: dict | None) -> dict 
     return memory_equivalent_from_curve(
         lemma1["memories"], lemma1["mixture"]["tv"], model_memory["full_vs_bayes"]["tv"]
     )
-
-
-def plot_model_memory(result: dict, path: str | Path) -> Path:
-    """Per memory L: the memory-L Bayes predictor's TV to the full one (every memory evaluated)
-    and the model's TV to the memory-L Bayes predictor, with the model's TV to the full one as a
-    line and its memory (`memory_equivalent`) where that line meets the first curve."""
-    plt = pyplot()
-    equivalent = result["memory_equivalent"]
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
-    tv = np.asarray(equivalent["tv_bayes_memory_vs_full"])
-    shown = tv > FIT_FLOOR  # a log axis cannot show exact zeros
-    ax.plot(
-        np.asarray(equivalent["memories"])[shown], tv[shown], "o-", label="TV(memory-L Bayes, full Bayes)"
-    )
-    ax.plot(result["memories"], result["tv_full_vs_bayes_memory"], "s-", label="TV(model, memory-L Bayes)")
-    ax.axhline(result["full_vs_bayes"]["tv"], color="grey", ls="--", label="TV(model, full Bayes)")
-    if equivalent["interpolated"] is not None:
-        ax.axvline(equivalent["interpolated"], color="grey", ls=":")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xticks(result["memories"], [str(m) for m in result["memories"]])
-    ax.set_xlabel("memory L (tokens)")
-    ax.set_ylabel("mean total variation")
-    found = equivalent["memory"]
-    memory = f"> {equivalent['longest_searched']}" if found is None else f"{equivalent['interpolated']:.1f}"
-    ax.set_title(f"the model predicts as well as memory-L Bayes at L = {memory}", fontsize=9)
-    ax.legend(fontsize=8)
-    return save_figure(fig, path)
-
-
-VARIANTS = {
-    "mixture": ("C0", "Bayes-optimal, memory L vs full"),
-    "oracle": ("C1", "oracle, memory L vs full"),
-}
-
-
-def _plot_tv(ax, memories: np.ndarray, curve: dict, color, label: str) -> float:
-    """One variant's mean TV with its interval and fitted line on a log axis; returns the smallest TV shown."""
-    tv = np.asarray(curve["tv"], dtype=float)
-    shown = tv > FIT_FLOOR  # below: equal up to rounding, and a log axis cannot show zeros
-    low, high = np.asarray(curve["tv_ci_low"]), np.asarray(curve["tv_ci_high"])
-    yerr = [(tv - low)[shown], (high - tv)[shown]]
-    ax.errorbar(memories[shown], tv[shown], yerr=yerr, fmt="o-", color=color, label=label, capsize=3)
-    fit = curve["fit"]
-    if fit["rate"] is not None:
-        grid = np.linspace(min(fit["memories"]), max(fit["memories"]), 50)
-        r2 = "" if fit["r2"] is None else f", R² {fit['r2']:.2f}"
-        ax.plot(
-            grid,
-            fit["C"] * np.exp(-fit["rate"] * grid),
-            "--",
-            color=color,
-            label=f"fit: rate {fit['rate']:.3f}/token{r2}",
-        )
-    return float(tv[shown].min(initial=np.inf))
-
-
-PER_TASK = {
-    "oracle_per_task": "C1",  # the corpus
-    "low_rank_oracle_per_task": "C2",  # its low-rank variant
-}
-
-
-def _rank_label(block: dict) -> str:
-    """`full rank` or `rank d`, with the Spearman correlation of rate and observability."""
-    rank = "full rank" if block["transition_rank"] is None else f"rank {block['transition_rank']}"
-    rho = block["rate_observability_spearman"]
-    return f"{rank} (Spearman {'n/a' if rho is None else f'{rho:.2f}'})"
-
-
-def _plot_rates(ax, result: dict) -> None:
-    """Per task, the oracle's fitted decay rate against its observability coefficient, for the
-    corpus and its low-rank variant (horizontal bars: lower to upper bound, where not exact)."""
-    blocks = [(result[key], color) for key, color in PER_TASK.items() if result.get(key)]
-    shown = []
-    for block, color in blocks:
-        records = [record for record in block["tasks"] if record["fit"]["rate"] is not None]
-        if not records:
-            continue
-        x = np.array([record["observability"] for record in records])
-        upper = np.array([record["observability_upper"] for record in records])
-        rates = [record["fit"]["rate"] for record in records]
-        ax.errorbar(
-            x,
-            rates,
-            xerr=[np.zeros_like(x), upper - x],
-            fmt="o",
-            color=color,
-            alpha=0.8,
-            label=_rank_label(block),
-        )
-        shown.extend(x)
-    if not shown:
-        ax.text(0.5, 0.5, "no per-task decay rate to show", ha="center", va="center", transform=ax.transAxes)
-    elif min(shown) > 0:
-        ax.set_xscale("log")
-    ax.set_xlabel("observability coefficient γ (Assumption 2)")
-    ax.set_ylabel("fitted decay rate per token (oracle, one task)")
-    ax.set_title("Lemma 1 per HMM: rate vs observability")
-    if shown:
-        ax.legend(fontsize=8)
-
-
-def plot_lemma1(result: dict, path: str | Path) -> Path:
-    """Mean TV vs L on a log axis with the fitted C exp(-rate L) lines (left), argmax agreement vs L
-    (middle), and per task the oracle's decay rate vs the task's observability coefficient (right)."""
-    plt = pyplot()
-    memories = np.asarray(result["memories"])
-    fig, (left, middle, right) = plt.subplots(1, 3, figsize=(16, 4.2))
-    smallest = np.inf
-    for name, (color, label) in VARIANTS.items():
-        smallest = min(smallest, _plot_tv(left, memories, result[name], color, label))
-        middle.plot(memories, result[name]["agreement"], "o-", color=color, label=label)
-    left.set_yscale("log")
-    if np.isfinite(smallest):  # interval ends near zero would stretch the axis to the rounding floor
-        left.set_ylim(bottom=smallest / 30)
-    left.set_ylabel("mean total variation to the full predictor")
-    left.set_title("Lemma 1: distance vs memory")
-    middle.set_ylabel("top-1 agreement with the full predictor")
-    middle.set_title("argmax agreement vs memory")
-    for ax in (left, middle):
-        ax.set_xlabel("memory L (tokens)")
-        ax.legend(fontsize=8)
-    _plot_rates(right, result)
-    return save_figure(fig, path)
 
 
 def write_json(result: dict, path: Path) -> Path:

@@ -18,10 +18,11 @@ import torch
 import transformers
 
 from hmm_datasets.corpus import checkpoint_corpus
+from model_cards.render import figure1_text
 from probing.architecture import check_causal_lm
 from probing.capture import checkpoint_folder, load_causal_lm
 
-from ..evaluation import figure1, format_figure1, load_evaluation_data, write_figure1
+from ..evaluation import figure1, load_evaluation_data, write_figure1
 from . import Parser, at_least, refuse
 
 
@@ -48,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as error:
         return refuse(error)
     paths = write_figure1(result, Path(args.out) if args.out else folder / "figure1")
-    print(format_figure1(result))
+    print(figure1_text(result))
     print(f"\nwrote {paths['json']} and {paths['png']}")
     return 0
 

@@ -10,13 +10,9 @@ import torch
 import hmm_datasets
 from hmm_datasets.ceiling import accuracy_table
 from hmm_datasets.predictors import IN_CONTEXT
+from model_cards.render import figure1_text
 from modeling_hmmroformer import HMMRoFormerConfig, HMMRoFormerForCausalLM
-from modeling_hmmroformer.experiments.evaluation import (
-    figure1,
-    format_figure1,
-    load_evaluation_data,
-    write_figure1,
-)
+from modeling_hmmroformer.experiments.evaluation import figure1, load_evaluation_data, write_figure1
 
 TINY_SIZES = {
     "hidden_size": 32,
@@ -73,7 +69,7 @@ def test_an_untrained_model_is_far_from_bayes_and_files_are_written(data, tmp_pa
     paths = write_figure1(result, tmp_path / "fig")
     assert json.loads(paths["json"].read_text())["num_rows"] == 48
     assert paths["png"].stat().st_size > 10_000
-    text = format_figure1(result)
+    text = figure1_text(result)
     assert "bigram early" in text and "KL(Bayes || model)" in text
     assert result["ladder"]["below_in_context"]["model"] and "(below the in-context baseline)" in text
 
