@@ -561,7 +561,8 @@ def ladder_text(ladder: dict, title: str) -> str:
     model stands on it (the share of the gap to Bayes it closes)."""
     lines = [title]
     for rung in ladder["rungs"]:
-        kl = "" if rung["kl_bayes"] is None else f"  KL {rung['kl_bayes']:.3f}"
+        # a KL is >= 0: one that rounding put just below (the oracle where it equals Bayes) shows 0.000
+        kl = "" if rung["kl_bayes"] is None else f"  KL {max(rung['kl_bayes'], 0.0):.3f}"
         lines.append(f"  {rung['accuracy']:.3f}  {rung['label']}{kl}")
     best = next(rung for rung in ladder["rungs"] if rung["name"] == ladder["best_in_context"])
     for name, share in ladder["gap_closed"].items():

@@ -13,6 +13,7 @@ from model_cards.render import (
     belief_cell_text,
     cell_text,
     headroom_cell_text,
+    ladder_text,
     model_index_results,
     probe_cell_text,
     render_model_card,
@@ -132,3 +133,18 @@ def test_the_rerun_commands_write_where_the_card_picks_the_results_up(summary):
     ).text
     assert "python scripts/probe.py --model org/m --data org/d --out probes   #" in hub_card
     assert "python scripts/figure1.py --model org/m --data org/d --out figure1   #" in hub_card
+
+
+def test_the_ladder_text_shows_a_kl_rounded_below_zero_as_zero():
+    ladder = {
+        "rungs": [
+            {"name": "ppm", "label": "PPM-C", "accuracy": 0.35, "kl_bayes": 0.435},
+            {"name": "oracle", "label": "oracle", "accuracy": 0.433, "kl_bayes": -3e-9},
+        ],
+        "best_in_context": "ppm",
+        "gap_closed": {"model": 0.1},
+        "below_in_context": {"model": False},
+    }
+    lines = ladder_text(ladder, "the ladder").splitlines()
+    assert lines[1:3] == ["  0.350  PPM-C  KL 0.435", "  0.433  oracle  KL 0.000"]
+    assert "(PPM-C) to Bayes closed: +0.10 (above it)" in lines[3]
