@@ -28,6 +28,11 @@ GENERATOR_VERSION = datasets.Version("1.0.0")
 _BUILDER_FIELDS = {field.name for field in dataclasses.fields(datasets.BuilderConfig)}
 
 
+def _field(default, help: str):
+    """A config field with its one line of help (`field_help`; the run config's `--help` shows it)."""
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
 @dataclass
 class HMMMixtureConfig(datasets.BuilderConfig):
     """A mixture of `num_tasks` random HMMs and the in-context layout of its rows.
@@ -43,22 +48,26 @@ class HMMMixtureConfig(datasets.BuilderConfig):
     """
 
     version: datasets.Version | str | None = GENERATOR_VERSION
-    num_tasks: int = 32
-    num_states: int = 16
-    vocab_size: int = 16
-    num_demos: int = 4
-    demo_length: int = 16
-    test_length: int = 64
-    num_train: int = 16384
-    num_validation: int = 1024
-    num_test: int = 1024
-    num_test_unseen: int = 0
-    initial_concentration: float = 1.0
-    transition_concentration: float = 0.1
-    emission_concentration: float = 0.1
-    transition_rank: int | None = None
-    task_prior: tuple[float, ...] | None = None
-    seed: int = 0
+    num_tasks: int = _field(32, "HMMs in the mixture (K)")
+    num_states: int = _field(16, "hidden states of each HMM (S)")
+    vocab_size: int = _field(16, "observation tokens 0..V-1 (V); the delimiter is token V")
+    num_demos: int = _field(4, "demonstrations per row (N)")
+    demo_length: int = _field(16, "observations per demonstration (n)")
+    test_length: int = _field(64, "observations in the test sequence (T)")
+    num_train: int = _field(16384, "rows of the train split")
+    num_validation: int = _field(1024, "rows of the validation split")
+    num_test: int = _field(1024, "rows of the test split")
+    num_test_unseen: int = _field(
+        0, "rows of the test_unseen split, from fresh HMMs of the same prior (none in the mixture)"
+    )
+    initial_concentration: float = _field(1.0, "Dirichlet concentration of each HMM's initial distribution")
+    transition_concentration: float = _field(0.1, "Dirichlet concentration of the transition rows")
+    emission_concentration: float = _field(0.1, "Dirichlet concentration of the emission rows")
+    transition_rank: int | None = _field(
+        None, "rank d of the transitions (the paper's Assumption 1); null: full rank"
+    )
+    task_prior: tuple[float, ...] | None = _field(None, "probability of each task; null: uniform")
+    seed: int = _field(0, "seed of the HMM parameters and the rows")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -69,19 +78,10 @@ class HMMMixtureConfig(datasets.BuilderConfig):
     # ---- validation -------------------------------------------------------------
     def validate(self) -> None:
         """Raise `ValueError` naming the field, the value and the fix for any bad value."""
-        positive = {
-            "num_tasks": "the number of HMMs in the mixture (K)",
-            "num_states": "hidden states per HMM (S)",
-            "vocab_size": "observation tokens 0..V-1 (V)",
-            "demo_length": "observations per demonstration (n)",
-            "test_length": "observations in the test sequence (T)",
-            "num_train": "rows in the train split",
-        }
-        for name, meaning in positive.items():
-            _check_int(name, getattr(self, name), minimum=1, meaning=meaning)
-        for name in ("num_demos", "num_validation", "num_test", "num_test_unseen"):
-            _check_int(name, getattr(self, name), minimum=0, meaning="a count")
-        _check_int("seed", self.seed, minimum=0, meaning="the generator seed")
+        for name in ("num_tasks", "num_states", "vocab_size", "demo_length", "test_length", "num_train"):
+            _check_int(name, getattr(self, name), minimum=1, meaning=field_help(name))
+        for name in ("num_demos", "num_validation", "num_test", "num_test_unseen", "seed"):
+            _check_int(name, getattr(self, name), minimum=0, meaning=field_help(name))
         for name in ("num_states", "vocab_size"):
             if getattr(self, name) > 32767:
                 raise ValueError(
@@ -200,11 +200,16 @@ def check_field_names(names, known=None) -> None:
     )
 
 
+def field_help(name: str) -> str:
+    """The one line that says what `HMMMixtureConfig.<name>` is."""
+    return next(f.metadata["help"] for f in dataclasses.fields(HMMMixtureConfig) if f.name == name)
+
+
 def _check_int(name: str, value: Any, *, minimum: int, meaning: str) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name}={value!r} must be an integer ({meaning}).")
+        raise ValueError(f"{name}={value!r} must be an integer: {name} is {meaning}.")
     if value < minimum:
-        raise ValueError(f"{name}={value} must be >= {minimum} ({meaning}).")
+        raise ValueError(f"{name}={value} must be >= {minimum}: {name} is {meaning}.")
 
 
 # The presets. `tiny` is for tests (generates in milliseconds); `small` is the CPU demo;

@@ -176,24 +176,13 @@ def run_config_problems(sections: dict[str, dict]) -> list[str]:
 
 # ---- the reference, for --help and docs/fields.md -----------------------------------------------
 _OWN_HELP = {
-    "corpus": {
+    "corpus": {  # the other fields' help lives with them (HMMMixtureConfig's field metadata)
         "preset": "the preset the other fields change: " + ", ".join(sorted(hmm_datasets.PRESETS)),
-        "num_tasks": "HMMs in the mixture (K)",
-        "num_states": "hidden states of each HMM (S)",
-        "vocab_size": "observation tokens 0..V-1 (V); the delimiter is token V",
-        "num_demos": "demonstrations per row (N)",
-        "demo_length": "observations per demonstration (n)",
-        "test_length": "observations in the test sequence (T)",
-        "num_train": "rows of the train split",
-        "num_validation": "rows of the validation split",
-        "num_test": "rows of the test split",
-        "num_test_unseen": "rows of the test_unseen split, from fresh HMMs of the same prior (none in the mixture)",
-        "initial_concentration": "Dirichlet concentration of each HMM's initial distribution",
-        "transition_concentration": "Dirichlet concentration of the transition rows",
-        "emission_concentration": "Dirichlet concentration of the emission rows",
-        "transition_rank": "rank d of the transitions (the paper's Assumption 1); null: full rank",
-        "task_prior": "probability of each task; null: uniform",
-        "seed": "seed of the HMM parameters and the rows",
+        **{
+            field.name: field.metadata["help"]
+            for field in dataclasses.fields(HMMMixtureConfig)
+            if field.metadata
+        },
     },
     "data": {
         "source": "where the rows come from: builder (generate the corpus section), a corpus folder or a Hub dataset id",

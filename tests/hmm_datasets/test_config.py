@@ -1,8 +1,12 @@
 import dataclasses
 
+import datasets
 import pytest
 
 from hmm_datasets import PRESETS, HMMMixtureConfig, get_preset
+from hmm_datasets.config import field_help
+
+BUILDER_FIELDS = {field.name for field in dataclasses.fields(datasets.BuilderConfig)}
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
@@ -37,7 +41,7 @@ def test_replace_validates_and_renames():
         ("num_tasks", 0, "num_tasks=0 must be >= 1"),
         ("num_states", -3, "num_states=-3 must be >= 1"),
         ("vocab_size", 2.5, "vocab_size=2.5 must be an integer"),
-        ("num_demos", -1, "num_demos=-1 must be >= 0"),
+        ("num_demos", -1, "num_demos=-1 must be >= 0: num_demos is demonstrations per row (N)"),
         ("demo_length", 0, "demo_length=0"),
         ("test_length", 0, "test_length=0"),
         ("num_train", 0, "num_train=0"),
@@ -85,3 +89,12 @@ def test_generation_fields_exclude_builder_bookkeeping():
         "data_files",
         "description",
     }
+
+
+def test_every_field_carries_the_one_line_that_says_what_it_is():
+    """The help `--help` and the errors show lives with the field (its metadata), once."""
+    own = [f for f in dataclasses.fields(HMMMixtureConfig) if f.name not in BUILDER_FIELDS]
+    assert len(own) == 16 and all(f.metadata.get("help") for f in own)
+    assert field_help("num_tasks") == "HMMs in the mixture (K)"
+    with pytest.raises(ValueError, match=r"^seed=-1 must be >= 0: seed is seed of the HMM parameters"):
+        HMMMixtureConfig.from_dict({**PRESETS["tiny"].to_dict(), "seed": -1})
