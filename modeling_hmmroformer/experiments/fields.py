@@ -1,6 +1,11 @@
 """What a run config may hold: every field of every section with its type, the checks of the
 values (all problems at once, with the nearest known name for a misspelt field), and the
 reference of every field that `scripts/train.py --help` prints (docs/fields.md).
+
+Each section's fields are a dataclass's: `HMMMixtureConfig` (corpus), `HMMRoFormerConfig` or
+another transformers config (model), `TrainingArguments` (training), and this project's own
+`DataSection` and `RunSection` below, whose fields carry their default, their one line of help
+and their lowest value.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import re
 import sys
 import types
 import typing
-from typing import Any
+from typing import Any, Literal
 
 from transformers import TrainingArguments
 
@@ -24,11 +29,36 @@ from hmm_datasets import HMMMixtureConfig
 from ..configuration_hmm_roformer import HMMRoFormerConfig
 
 SECTIONS = ("corpus", "data", "model", "training", "run")
-LOSS_MASKS = ("all", "observations", "test")
-DEFAULTS = {  # the values of the data and run sections a run config leaves out
-    "data": {"source": "builder", "num_proc": None},
-    "run": {"loss_mask": "all", "eval_rows": 256, "vary_num_demos": False},
-}
+
+
+def _field(default, help: str, minimum: int | None = None):
+    """A section field with its one line of help and, for a number, its lowest value."""
+    return dataclasses.field(default=default, metadata={"help": help, "minimum": minimum})
+
+
+@dataclasses.dataclass(frozen=True)
+class DataSection:
+    """The run config's `data:` section: where the rows come from."""
+
+    source: str = _field(
+        "builder",
+        "where the rows come from: builder (generate the corpus section), a corpus folder or a Hub dataset id",
+    )
+    num_proc: int | None = _field(None, "processes that generate the corpus", minimum=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSection:
+    """The run config's `run:` section: this project's own settings of a training run."""
+
+    loss_mask: Literal["all", "observations", "test"] = _field(
+        "all", "which next tokens the loss counts: all, observations, test"
+    )
+    eval_rows: int = _field(256, "validation rows of the in-context evaluation (0: none)", minimum=0)
+    vary_num_demos: bool = _field(False, "each train row keeps its last m ~ U{0..N} demonstrations")
+
+
+OWN_SECTIONS = {"data": DataSection, "run": RunSection}
 _CORPUS_EXCLUDED = {"name", "version", "data_dir", "data_files", "description"}  # the builder's own
 
 
@@ -51,10 +81,10 @@ def section_fields() -> dict[str, dict[str, Any]]:
     corpus = {k: v for k, v in _annotations(HMMMixtureConfig).items() if k not in _CORPUS_EXCLUDED}
     return {
         "corpus": {"preset": str, **corpus},
-        "data": {"source": str, "num_proc": int | None},
+        "data": _annotations(DataSection),
         "model": {**_annotations(HMMRoFormerConfig), "attn_implementation": str, "model_type": str},
         "training": _annotations(TrainingArguments),
-        "run": {"loss_mask": str, "eval_rows": int, "vary_num_demos": bool},
+        "run": _annotations(RunSection),
     }
 
 
@@ -68,8 +98,12 @@ BOUNDS = {  # (section, field) -> (lowest value, whether it is allowed)
     ("training", "eval_steps"): (0, False),
     ("training", "save_steps"): (0, False),
     ("training", "logging_steps"): (0, False),
-    ("data", "num_proc"): (1, True),
-    ("run", "eval_rows"): (0, True),
+    **{
+        (section, field.name): (field.metadata["minimum"], True)
+        for section, own in OWN_SECTIONS.items()
+        for field in dataclasses.fields(own)
+        if field.metadata["minimum"] is not None
+    },
 }
 _TYPE_NAMES = {
     bool: "true or false",
@@ -98,6 +132,8 @@ def accepted_types(annotation) -> set[type] | None:
         return {dict}
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
         return {str}
+    if origin is Literal:
+        return {type(choice) for choice in typing.get_args(annotation)}
     if annotation is float:
         return {float, int}
     if annotation in (bool, int, str):
@@ -155,6 +191,10 @@ def run_config_problems(sections: dict[str, dict]) -> list[str]:
                 expected = " or ".join(sorted(_TYPE_NAMES[t] for t in accepted if t in _TYPE_NAMES))
                 problems.append(f"{section}.{name}={value!r} must be {expected}")
                 continue
+            choices = typing.get_args(known[name]) if typing.get_origin(known[name]) is Literal else ()
+            if choices and value not in choices:
+                problems.append(f"{section}.{name}={value!r} must be one of {choices}")
+                continue
             bound = BOUNDS.get((section, name))
             if bound is not None and value is not None:
                 lowest, allowed = bound
@@ -169,8 +209,6 @@ def run_config_problems(sections: dict[str, dict]) -> list[str]:
         )
     if "output_dir" not in sections["training"]:
         problems.append("training.output_dir is missing: say where the run writes its checkpoints")
-    if sections["run"].get("loss_mask", DEFAULTS["run"]["loss_mask"]) not in LOSS_MASKS:
-        problems.append(f"run.loss_mask={sections['run'].get('loss_mask')!r} must be one of {LOSS_MASKS}")
     return problems
 
 
@@ -184,18 +222,13 @@ _OWN_HELP = {
             if field.metadata
         },
     },
-    "data": {
-        "source": "where the rows come from: builder (generate the corpus section), a corpus folder or a Hub dataset id",
-        "num_proc": "processes that generate the corpus",
-    },
     "model": {
         "attn_implementation": "sdpa, eager, flash_attention_2 or flex_attention (flex: GPU only)",
         "model_type": "hmm_roformer (default) or a transformers causal LM: llama, qwen2, gpt2, ... (its fields)",
     },
-    "run": {
-        "loss_mask": "which next tokens the loss counts: " + ", ".join(LOSS_MASKS),
-        "eval_rows": "validation rows of the in-context evaluation (0: none)",
-        "vary_num_demos": "each train row keeps its last m ~ U{0..N} demonstrations",
+    **{
+        section: {field.name: field.metadata["help"] for field in dataclasses.fields(own)}
+        for section, own in OWN_SECTIONS.items()
     },
 }
 _SECTION_TITLES = {
@@ -221,7 +254,10 @@ def _docstring_args(doc: str) -> dict[str, str]:
 
 
 def _type_text(annotation) -> str:
-    """`int`, `int | None`, `SchedulerType | str`: the annotation without module prefixes."""
+    """`int`, `int | None`, `SchedulerType | str`, `'all' | 'test'`: the annotation without module
+    prefixes (a Literal as its choices)."""
+    if typing.get_origin(annotation) is Literal:
+        return " | ".join(repr(choice) for choice in typing.get_args(annotation))
     text = annotation.__name__ if isinstance(annotation, type) else str(annotation)
     return re.sub(r"\b[\w.]+\.(\w+)", r"\1", text).replace("NoneType", "None")
 
@@ -232,7 +268,10 @@ def fields_reference() -> str:
         "corpus": {f.name: f.default for f in dataclasses.fields(HMMMixtureConfig)},
         "model": {f.name: f.default for f in dataclasses.fields(HMMRoFormerConfig)},
         "training": {f.name: f.default for f in dataclasses.fields(TrainingArguments)},
-        **DEFAULTS,
+        **{
+            section: {f.name: f.default for f in dataclasses.fields(own)}
+            for section, own in OWN_SECTIONS.items()
+        },
     }
     model_help = _docstring_args(HMMRoFormerConfig.__doc__ or "")
     training_help = {

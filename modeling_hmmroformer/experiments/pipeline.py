@@ -620,7 +620,7 @@ def build_corpus(p: Pipeline) -> None:
     export_corpus(
         p.run.corpus_config(),
         p.corpus,
-        num_proc=p.run.data.get("num_proc"),
+        num_proc=p.run.data_section.num_proc,
         overwrite=True,  # a folder left by an interrupted stage is replaced once the new one is whole
         table_rows=p.settings.corpus_table_rows,
         progress=p.progress,

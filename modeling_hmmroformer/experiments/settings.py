@@ -42,7 +42,7 @@ from hmm_datasets.windows import check_memories
 from probing.config import ProbeConfig
 
 from ..configuration_hmm_roformer import HMMRoFormerConfig
-from .fields import DEFAULTS, SECTIONS, did_you_mean, run_config_problems, unknown_sections
+from .fields import SECTIONS, DataSection, RunSection, did_you_mean, run_config_problems, unknown_sections
 from .layout import RUN_CONFIG_YAML
 
 HMM_ROFORMER = HMMRoFormerConfig.model_type  # the model a run trains unless model.model_type names another
@@ -177,16 +177,26 @@ class RunConfig:
         return bool(self.training.get("use_cpu")) or not torch.cuda.is_available()
 
     @property
+    def data_section(self) -> DataSection:
+        """The `data:` section with its defaults, typed."""
+        return DataSection(**self.data)
+
+    @property
+    def run_section(self) -> RunSection:
+        """The `run:` section with its defaults, typed."""
+        return RunSection(**self.run)
+
+    @property
     def loss_mask(self) -> str:
-        return self.run.get("loss_mask", DEFAULTS["run"]["loss_mask"])
+        return self.run_section.loss_mask
 
     @property
     def vary_num_demos(self) -> bool:
-        return self.run.get("vary_num_demos", DEFAULTS["run"]["vary_num_demos"])
+        return self.run_section.vary_num_demos
 
     @property
     def eval_rows(self) -> int:
-        return int(self.run.get("eval_rows", DEFAULTS["run"]["eval_rows"]))
+        return self.run_section.eval_rows
 
     @property
     def output_dir(self) -> Path:

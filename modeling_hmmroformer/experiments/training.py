@@ -42,7 +42,6 @@ from hmm_datasets.scoring import flatten_scores, in_context_scores
 from ..modeling_hmm_roformer import HMMRoFormerForCausalLM
 from . import layout
 from .evaluation import model_next_token_log_probs
-from .fields import DEFAULTS
 from .settings import HMM_ROFORMER, RunConfig, config_for_corpus
 
 logger = logging.get_logger(__name__)
@@ -52,10 +51,10 @@ logger = logging.get_logger(__name__)
 def load_corpus(run: RunConfig) -> Corpus:
     """The corpus of a run: `data.source` "builder" generates the run's corpus config; a folder
     or Hub id must hold that same corpus (so the saved run config names what was trained on)."""
-    source = str(run.data.get("source", DEFAULTS["data"]["source"]))
+    source = run.data_section.source
     if source == "builder":
-        return open_corpus(run.corpus_config(), run.data.get("num_proc"))
-    corpus = open_corpus(source, run.data.get("num_proc"))
+        return open_corpus(run.corpus_config(), run.data_section.num_proc)
+    corpus = open_corpus(source, run.data_section.num_proc)
     wanted, found = run.corpus_config().generation_fields(), corpus.config.generation_fields()
     differ = [
         f"{key}={found.get(key)!r} (corpus section: {value!r})"

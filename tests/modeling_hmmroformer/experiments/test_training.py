@@ -17,6 +17,7 @@ from transformers import AutoModelForCausalLM, TrainerCallback
 
 import hmm_datasets
 from modeling_hmmroformer.experiments import training
+from modeling_hmmroformer.experiments.fields import DataSection, RunSection
 from modeling_hmmroformer.experiments.pipeline import TRAIN_COMMAND
 from modeling_hmmroformer.experiments.settings import config_for_corpus, load_run_config
 from modeling_hmmroformer.experiments.training import (
@@ -59,6 +60,14 @@ def test_overrides_are_typed_and_reach_every_section(tmp_path):
     )
     assert run.model["num_hidden_layers"] == 3 and run.training["learning_rate"] == 3e-4
     assert run.loss_mask == "test" and run.corpus_config().num_tasks == 4
+    # the data and run sections read as their dataclasses: what the file leaves out, their defaults
+    assert run.run_section == RunSection(loss_mask="test", eval_rows=64, vary_num_demos=True)
+    assert run.data_section == DataSection(source="builder", num_proc=None)
+    assert run.run == {
+        "loss_mask": "test",
+        "vary_num_demos": True,
+        "eval_rows": 64,
+    }  # as given: the fingerprint's
 
 
 @pytest.mark.parametrize("name", ["tiny", "small", "paper"])
@@ -87,7 +96,12 @@ def test_the_shipped_configs_resolve_to_a_model_that_reads_their_corpus(name):
         (["--training.learning_rte", "1"], r"unknown field\(s\) \['learning_rte'\] in section 'training'"),
         (["--optimizer.lr", "1"], "unknown section 'optimizer'"),
         (["model.num_hidden_layers", "3"], "write overrides as --section.field value"),
-        (["--run.loss_mask", "demos"], "run.loss_mask='demos' must be one of"),
+        (
+            ["--run.loss_mask", "demos"],
+            r"run.loss_mask='demos' must be one of \('all', 'observations', 'test'\)",
+        ),
+        (["--run.loss_mask", "3"], "run.loss_mask=3 must be a string"),
+        (["--data.num_proc", "0"], "data.num_proc=0 must be at least 1"),
         (["--run.vary_num_demos", "sometimes"], "run.vary_num_demos='sometimes' must be true or false"),
         (
             ["--training.learning_rate", "fast"],
