@@ -187,18 +187,6 @@ class RunConfig:
         return RunSection(**self.run)
 
     @property
-    def loss_mask(self) -> str:
-        return self.run_section.loss_mask
-
-    @property
-    def vary_num_demos(self) -> bool:
-        return self.run_section.vary_num_demos
-
-    @property
-    def eval_rows(self) -> int:
-        return self.run_section.eval_rows
-
-    @property
     def output_dir(self) -> Path:
         return Path(self.training["output_dir"])
 

@@ -385,14 +385,15 @@ def prepare(run: RunConfig, resume: bool) -> PreparedRun:
     columns = ["input_ids", "segment_ids"]
     train = corpus.splits["train"]
     train_columns = columns
-    if run.vary_num_demos:
+    run_settings = run.run_section
+    if run_settings.vary_num_demos:
         train = with_random_demo_counts(train, corpus.config.num_demos, arguments.seed)
         train_columns = [*columns, "kept_demos"]
     train = train.with_format("numpy", columns=train_columns)
     validation = corpus.splits["validation"]
     evaluator = None
-    if run.eval_rows > 0 and len(validation) > 0:
-        rows = validation.select(range(min(run.eval_rows, len(validation)))).with_format("numpy")
+    if run_settings.eval_rows > 0 and len(validation) > 0:
+        rows = validation.select(range(min(run_settings.eval_rows, len(validation)))).with_format("numpy")
         evaluator = InContextEvaluator(
             np.stack(rows["input_ids"]),
             np.asarray(rows["task_id"]),
@@ -405,7 +406,9 @@ def prepare(run: RunConfig, resume: bool) -> PreparedRun:
         args=arguments,
         train_dataset=train,
         eval_dataset=validation.with_format("numpy", columns=columns) if len(validation) else None,
-        data_collator=FixedLengthCollator(corpus.config.delimiter, corpus.config.num_demos, run.loss_mask),
+        data_collator=FixedLengthCollator(
+            corpus.config.delimiter, corpus.config.num_demos, run_settings.loss_mask
+        ),
         callbacks=[SaveRunConfigCallback(run, corpus.config), LogAtEverySave(), StepTimer()],
         icl_evaluator=evaluator,
     )

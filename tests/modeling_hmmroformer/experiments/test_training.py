@@ -59,7 +59,7 @@ def test_overrides_are_typed_and_reach_every_section(tmp_path):
         "4",
     )
     assert run.model["num_hidden_layers"] == 3 and run.training["learning_rate"] == 3e-4
-    assert run.loss_mask == "test" and run.corpus_config().num_tasks == 4
+    assert run.run_section.loss_mask == "test" and run.corpus_config().num_tasks == 4
     # the data and run sections read as their dataclasses: what the file leaves out, their defaults
     assert run.run_section == RunSection(loss_mask="test", eval_rows=64, vary_num_demos=True)
     assert run.data_section == DataSection(source="builder", num_proc=None)
