@@ -215,7 +215,13 @@ class BayesOptimalPredictor(MemoryWindows):
         first = None if start_states is None else _window_start(hmms, start_states, observed[..., 0])
         log_w = log_weights.double() if mixing else None
         features = torch.zeros(num_hmms, rows, hmms.num_features, dtype=self.dtype, device=self.device)
-        for block in self._time_blocks(length, num_hmms * rows, want_states):
+        blocks = list(self._time_blocks(length, num_hmms * rows, want_states))
+        # every block's chain predictions in one buffer (a fresh tensor this size costs its page
+        # faults: at 512 HMMs as much as the product that fills it)
+        chain_probs = torch.empty(
+            num_hmms * rows * (blocks[0].stop - blocks[0].start) * vocab, dtype=self.dtype, device=self.device
+        )
+        for block in blocks:
             at = observed[..., block]
             after, likelihood = filtered_features(
                 hmms,
@@ -226,7 +232,7 @@ class BayesOptimalPredictor(MemoryWindows):
                 self.memory_budget_bytes // 4 // self._float_bytes,
             )  # [M, R, T, d], [M, R, T]
             ends = [t - block.start for t in range(block.start, block.stop) if delimiter_at[t]]
-            token_probs = _token_probs(hmms, after)  # [M, R, T, V]
+            token_probs = _token_probs(hmms, after, chain_probs)  # [M, R, T, V]
             if mixing:  # token by token ([T, M, R]), the order the sequential schedule writes
                 steps = torch.log(likelihood.permute(2, 0, 1).double())
                 steps.masked_fill_(is_delim[0, :, block].T[:, None, :], 0.0)  # a delimiter tells nothing
@@ -347,22 +353,33 @@ def _weights(log_w: torch.Tensor, dim: int = 0) -> torch.Tensor:
     themselves stay exact, so a task can still recover later.
     """
     floor = 0.5 * math.log(torch.finfo(log_w.dtype).tiny)
-    weights = torch.exp(torch.nn.functional.threshold(log_w, floor, -math.inf))
+    # log-weights at or below the floor are set just below it and their weights then to zero: a
+    # float32 exponential of -inf, or of anything whose result is subnormal, takes a slow path
+    # (20-50x slower on an Intel Xeon), and most weights of a mixture are far below the floor
+    raised = torch.nn.functional.threshold(log_w, floor, floor - 1.0)
+    weights = torch.nn.functional.threshold_(torch.exp(raised), math.exp(floor - 0.5), 0.0)
     return weights.div_(weights.sum(dim, keepdim=True))
 
 
-def _token_probs(hmms: HMMTables, features: torch.Tensor) -> torch.Tensor:
+def _token_probs(hmms: HMMTables, features: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     """`[M, R, T, V]`: each chain's next-token distribution after each token, from its features
-    `[M, R, T, d]` in the layout the schedule wrote (chain by chain, or token by token).
+    `[M, R, T, d]` in the layout the schedule wrote (chain by chain, or token by token), written
+    into the buffer `out` (at least M R T V floats).
 
     A token-by-token product copies every HMM's `[d, V]` table once per token; where that is
     more than the block's features (V > R: `paper`'s one row), the features are put chain by
     chain instead (one copy of `[M, R, T, d]`) and read by one product per HMM."""
     num_hmms, rows, length, d = features.shape
-    if features.is_contiguous() or hmms.feature_probs.shape[2] > rows:
+    vocab = hmms.feature_probs.shape[2]
+    out = out[: num_hmms * rows * length * vocab]
+    if features.is_contiguous() or vocab > rows:
         flat = features.reshape(num_hmms, -1, d)
-        return torch.bmm(flat, hmms.feature_probs).view(num_hmms, rows, length, -1)
-    return torch.matmul(features.permute(2, 0, 1, 3), hmms.feature_probs).permute(1, 2, 0, 3)
+        torch.bmm(flat, hmms.feature_probs, out=out.view(num_hmms, rows * length, vocab))
+        return out.view(num_hmms, rows, length, vocab)
+    by_token = features.permute(2, 0, 1, 3).reshape(length * num_hmms, rows, d)
+    tables = hmms.feature_probs.expand(length, -1, -1, -1).reshape(length * num_hmms, d, vocab)
+    torch.bmm(by_token, tables, out=out.view(length * num_hmms, rows, vocab))
+    return out.view(length, num_hmms, rows, vocab).permute(1, 2, 0, 3)
 
 
 def _mixed(token_probs: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:

@@ -77,18 +77,23 @@ def positive(totals: torch.Tensor) -> torch.Tensor:
     return totals.clamp_min(torch.finfo(totals.dtype).tiny)
 
 
-def by_token(table: torch.Tensor, observed: torch.Tensor) -> torch.Tensor:
+def by_token(table: torch.Tensor, observed: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """`table[m, observed[m or 0, ...]]`: `[M, V, *cell] -> [M, R, ..., *cell]`.
 
     observed is [1, R, ...] (every HMM reads the same rows) or [M, R, ...] (HMM m its own rows).
+    `out`: a contiguous buffer of that shape to write into.
     """
     num_hmms, vocab, cell = table.shape[0], table.shape[1], table.shape[2:]
     if observed.shape[0] == 1:  # (cells flattened: index_select copies those far faster)
-        flat = table.reshape(num_hmms, vocab, -1).index_select(1, observed.reshape(-1))
+        index = observed.reshape(-1)
+        flat_out = None if out is None else out.view(num_hmms, index.shape[0], -1)
+        flat = torch.index_select(table.reshape(num_hmms, vocab, -1), 1, index, out=flat_out)
         return flat.view(num_hmms, *observed.shape[1:], *cell)
     first_row = torch.arange(0, num_hmms * vocab, vocab, device=observed.device)
     flat = (observed + first_row.view(num_hmms, *[1] * (observed.ndim - 1))).reshape(-1)
-    return table.reshape(num_hmms * vocab, *cell).index_select(0, flat).view(*observed.shape, *cell)
+    flat_out = None if out is None else out.view(flat.shape[0], *cell)
+    rows = torch.index_select(table.reshape(num_hmms * vocab, *cell), 0, flat, out=flat_out)
+    return rows.view(*observed.shape, *cell)
 
 
 @dataclass
@@ -155,11 +160,20 @@ class HMMTables:
         flat = features.reshape(features.shape[0], -1, features.shape[-1])
         return torch.bmm(flat, self.right).view(*features.shape[:-1], -1)
 
-    def observe(self, features: torch.Tensor, observed: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        """`out` = the unnormalised feature distribution after the tokens `observed` ([1, R] or [M, R])."""
+    def observe(
+        self,
+        features: torch.Tensor,
+        observed: torch.Tensor,
+        out: torch.Tensor,
+        work: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """`out` = the unnormalised feature distribution after the tokens `observed` ([1, R] or [M, R]).
+        `work`: `[2, M, R, S]` to hold the states and emissions of a step through the states (kept
+        across steps: a fresh tensor this size costs its page faults, at 512 HMMs as much as the
+        step's product)."""
         if self.feature_step is None:
-            states = torch.bmm(features, self.right)
-            emitted = by_token(self.emitted, observed)
+            states = torch.bmm(features, self.right, out=None if work is None else work[0])
+            emitted = by_token(self.emitted, observed, out=None if work is None else work[1])
             if self.left is None:
                 return torch.mul(states, emitted, out=out)
             return torch.bmm(states.mul_(emitted), self.left, out=out)
@@ -228,6 +242,9 @@ def sequential(tables, observed, resets, previous, first=None) -> tuple[torch.Te
     likelihood = torch.empty(length, num_hmms, rows, 1, dtype=like.dtype, device=like.device)
     flat = resets.flatten(0, 1)
     reset_all, reset_any = flat.all(0).tolist(), flat.any(0).tolist()  # one device sync, not T
+    work = None
+    if tables.feature_step is None:
+        work = torch.empty(2, num_hmms, rows, tables.right.shape[2], dtype=like.dtype, device=like.device)
     features = previous
     for t in range(length):
         if t == 0 and first is not None:
@@ -242,6 +259,7 @@ def sequential(tables, observed, resets, previous, first=None) -> tuple[torch.Te
                 likelihood[t],
                 reset_all[t],
                 reset_any[t],
+                work,
             )
         features = out[t]
     return out.permute(1, 2, 0, 3), likelihood[..., 0].permute(1, 2, 0)
@@ -291,15 +309,15 @@ def compiled(tables, observed, resets, previous, first=None) -> tuple[torch.Tens
     return out, likelihood
 
 
-def _step(tables, features, token, resets, out, likelihood, reset_all=False, reset_any=True):
+def _step(tables, features, token, resets, out, likelihood, reset_all=False, reset_any=True, work=None):
     """One token of every chain: `out` [M, R, d] = the normalised features after `token`
     ([1, R] or [M, R]) from `features`, or the segment's start where `resets` [M or 1, R];
     `likelihood` [M, R, 1] = the probability of the token. `reset_all` and `reset_any` say
-    what `resets` holds (known on the host, so no device sync)."""
+    what `resets` holds (known on the host, so no device sync); `work`: `HMMTables.observe`'s."""
     if reset_all:
         out[:], likelihood[:] = _start(tables, token)
         return
-    tables.observe(features, token, out)
+    tables.observe(features, token, out, work)
     torch.sum(out, -1, keepdim=True, out=likelihood)
     flush_subnormal_(out.div_(positive(likelihood)))
     if reset_any:

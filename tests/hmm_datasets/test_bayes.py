@@ -1,6 +1,7 @@
 """The Bayes-optimal predictor against brute-force enumeration over hidden paths."""
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -8,7 +9,7 @@ import torch
 
 import hmm_datasets
 from hmm_datasets import BayesOptimalPredictor, HMMParams, SampleLayout, get_preset, sample_hmm_params
-from hmm_datasets.bayes import oracle_state_estimates
+from hmm_datasets.bayes import _weights, oracle_state_estimates
 from hmm_datasets.sampler import SamplingTables, generate_rows
 
 
@@ -383,3 +384,21 @@ def test_the_oracle_state_filter_and_its_predictions_come_from_one_recursion(ran
     np.testing.assert_allclose(
         probs[..., :delimiter][next_is_observation], pushed[next_is_observation], atol=1e-12
     )
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_posterior_weights_are_the_exponentials_above_the_floor_and_zero_at_or_below_it(dtype):
+    """The weights skip the exponential's slow path (of -inf, or of a subnormal result) and stay
+    what exp of the thresholded log-weights gives, bit for bit."""
+    floor = 0.5 * math.log(torch.finfo(dtype).tiny)
+    log_w = -torch.rand(5, 40, 30, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    log_w = (log_w * 3 * abs(floor)).to(dtype)
+    log_w[:, 0] = 0.0  # the maximum is 0
+    log_w[0, 1, :4] = -math.inf
+    log_w[1, 2, :3] = floor
+    log_w[1, 3, :3] = torch.nextafter(torch.tensor(floor, dtype=dtype), torch.tensor(0.0, dtype=dtype))
+    expected = torch.exp(torch.where(log_w > floor, log_w, -math.inf))
+    expected /= expected.sum(1, keepdim=True)
+    weights = _weights(log_w.clone(), dim=1)
+    assert torch.equal(weights, expected)
+    assert (weights[1, 2, :3] == 0).all() and (weights[1, 3, :3] > 0).all()
