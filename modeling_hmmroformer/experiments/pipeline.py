@@ -247,7 +247,7 @@ def make_pipeline(
             training = {"output_dir": str(folder / layout.TRAINING), "seed": seed}
             if not progress:
                 training["disable_tqdm"] = True
-            placed = run.with_overrides({"model": {"num_hidden_layers": depth}, "training": training})
+            placed = run.with_depth(depth).with_overrides({"training": training})
             models.append(ModelRun(folder, placed, tag))
     records = None if records is None else Path(records)
     return Pipeline(settings, out, kind, run, models, num_processes, progress, records)

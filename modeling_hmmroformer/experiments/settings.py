@@ -12,13 +12,14 @@ A run config is one YAML file with five sections, any value overridable on the c
 Sections exist because their fields clash in a flat namespace: `vocab_size` is V for the
 corpus and V + 1 for the model, `seed` draws the HMMs in one and orders the batches in the
 other. On the command line a value is `--section.field value` (or `--section.field=value`),
-read as YAML 1.2 like the files. Overrides travel as nested dicts
+read by its field's type (`read_value`; YAML only in the files). Overrides travel as nested dicts
 (`{"training": {"max_steps": 20}}`), applied to the sections by `RunConfig.with_overrides`;
 null removes a field (`--model.norm_placement null`: its default applies).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import hashlib
@@ -42,7 +43,16 @@ from hmm_datasets.windows import check_memories
 from probing.config import ProbeConfig
 
 from ..configuration_hmm_roformer import HMMRoFormerConfig
-from .fields import SECTIONS, DataSection, RunSection, did_you_mean, run_config_problems, unknown_sections
+from .fields import (
+    SECTIONS,
+    DataSection,
+    RunSection,
+    accepted_types,
+    did_you_mean,
+    run_config_problems,
+    section_fields,
+    unknown_sections,
+)
 from .layout import RUN_CONFIG_YAML
 
 HMM_ROFORMER = HMMRoFormerConfig.model_type  # the model a run trains unless model.model_type names another
@@ -119,8 +129,38 @@ def parse_overrides(arguments: list[str], sections: tuple[str, ...] = SECTIONS) 
             raise ValueError(
                 f"override --{key}: unknown section {section!r}{near}; sections are {', '.join(sections)}."
             )
-        out.setdefault(section, {})[name] = read_yaml(raw)
+        out.setdefault(section, {})[name] = read_value(raw, section_fields().get(section, {}).get(name))
     return out
+
+
+_BOOLEANS = {"true": True, "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False}
+
+
+def read_value(raw: str, annotation) -> Any:
+    """A command-line value read by its field's type, as transformers' HfArgumentParser reads
+    one: `null` removes the field (its default applies); otherwise the first of the field's
+    types the text reads as, in the order boolean (`true`/`false`), integer, number, list or
+    mapping (JSON), string. So a string field keeps the text as typed (`--training.run_name 123`
+    is "123", `--training.eval_strategy no` is "no"), and `--training.report_to []` is a list. A
+    field whose type is not known here (another architecture's) takes any of them; text that
+    reads as none of the field's types stays text, for the run config's check to name the type
+    it needs."""
+    if raw == "null":
+        return None
+    accepted = accepted_types(annotation) or {bool, int, float, list, dict, str}
+    if bool in accepted and raw in _BOOLEANS:
+        return _BOOLEANS[raw]
+    if int in accepted and re.fullmatch(r"[-+]?[0-9]+", raw):
+        return int(raw)
+    if float in accepted:
+        with contextlib.suppress(ValueError):
+            return float(raw)
+    if accepted & {list, dict}:
+        with contextlib.suppress(ValueError):
+            value = json.loads(raw)
+            if type(value) in accepted:
+                return value
+    return raw
 
 
 def merge_overrides(*layers: dict[str, dict]) -> dict[str, dict]:
@@ -209,6 +249,11 @@ class RunConfig:
     def model_sizes(self) -> dict:
         """The `model:` section's config fields, with its model type (without the attention backend)."""
         return {key: value for key, value in self.model.items() if key != "attn_implementation"}
+
+    def with_depth(self, depth: int) -> RunConfig:
+        """The run config at `depth` layers, written where the depth lives: the model section's
+        `num_hidden_layers` (validated again)."""
+        return dataclasses.replace(self, model={**self.model, "num_hidden_layers": depth})
 
     def with_overrides(self, overrides: dict[str, dict]) -> RunConfig:
         """A new run config with `{section: {field: value}}` applied (validated again)."""

@@ -1,6 +1,7 @@
-"""Settings as typed objects: the one override syntax of every script, YAML 1.2 values, run
+"""Settings as typed objects: the one override syntax of every script, values read by type, run
 configs changed by nested dicts, the table of named pipelines, the fingerprint."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,15 +25,43 @@ ROOT = Path(__file__).resolve().parents[3]
 SECTIONS = ("corpus", "data", "model", "training", "run")
 
 
-def test_overrides_go_to_their_sections_with_yaml_1_2_values():
+def test_overrides_go_to_their_sections_read_by_their_fields_types():
     arguments = ["--training.eval_strategy=no", "--training.bf16", "false", "--training.learning_rate=1e-3"]
     arguments += ["--training.report_to", "[]", "--model.num_hidden_layers", "8"]
+    arguments += ["--training.run_name", "123", "--data.source", "2024", "--model.norm_placement", "null"]
+    arguments += ["--model.some_llama_field", "3", "--training.warmup_ratio", "1"]
     assert parse_overrides(arguments, SECTIONS) == {
-        "training": {"eval_strategy": "no", "bf16": False, "learning_rate": 1e-3, "report_to": []},
-        "model": {"num_hidden_layers": 8},
+        "training": {
+            "eval_strategy": "no",
+            "bf16": False,
+            "learning_rate": 1e-3,
+            "report_to": [],
+            "run_name": "123",  # a string field keeps the text as typed
+            "warmup_ratio": 1.0,  # a number field reads a number
+        },
+        "model": {"num_hidden_layers": 8, "norm_placement": None, "some_llama_field": 3},
+        "data": {"source": "2024"},
     }
-    # YAML 1.1 would read "no" as False and "3e-4" as a string
+    # a field's string list or text: JSON where the field takes a list, else the text
+    assert parse_overrides(["--training.report_to", "none"])["training"]["report_to"] == "none"
+    assert parse_overrides(["--training.report_to", '["tensorboard"]'])["training"]["report_to"] == [
+        "tensorboard"
+    ]
+    # YAML 1.2 in the files: YAML 1.1 would read "no" as False and "3e-4" as a string
     assert read_yaml("a: no\nb: 3e-4\nc: yes\nd: true") == {"a": "no", "b": 3e-4, "c": "yes", "d": True}
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        (["--training.max_steps", "ten"], "training.max_steps='ten' must be an integer"),
+        (["--model.hidden_size", "64.0"], "model.hidden_size='64.0' must be an integer"),
+        (["--run.vary_num_demos", "yes"], "run.vary_num_demos='yes' must be true or false"),
+    ],
+)
+def test_text_that_is_not_of_the_fields_type_is_refused_naming_the_type(override, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        load_run_config(ROOT / "configs" / "tiny.yaml", override)
 
 
 @pytest.mark.parametrize(
@@ -178,3 +207,15 @@ def test_a_record_fingerprint_ignores_the_grid_but_not_the_settings():
     assert fingerprint(whole, run) != fingerprint(part, run)  # a pipeline folder is still one grid
     other = get_settings("quick", eval_rows=16)
     assert fingerprint(whole, run, grid=False) != fingerprint(other, run, grid=False)
+
+
+def test_a_depth_is_written_once_where_it_lives_the_model_section():
+    run = load_run_config(ROOT / "configs" / "tiny.yaml")
+    deeper = run.with_depth(run.depth + 3)
+    assert deeper.depth == run.depth + 3 == deeper.model["num_hidden_layers"]
+    assert {k: v for k, v in deeper.model.items() if k != "num_hidden_layers"} == {
+        k: v for k, v in run.model.items() if k != "num_hidden_layers"
+    }
+    assert deeper.to_dict() | {"model": run.model} == run.to_dict()  # nothing else changes
+    with pytest.raises(ValueError, match="model.num_hidden_layers='4' must be an integer"):
+        run.with_depth("4")
