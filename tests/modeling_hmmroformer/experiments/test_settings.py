@@ -219,3 +219,11 @@ def test_a_depth_is_written_once_where_it_lives_the_model_section():
     assert deeper.to_dict() | {"model": run.model} == run.to_dict()  # nothing else changes
     with pytest.raises(ValueError, match="model.num_hidden_layers='4' must be an integer"):
         run.with_depth("4")
+
+
+def test_a_files_values_are_yaml_and_checked_against_the_fields_types(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text((ROOT / "configs" / "tiny.yaml").read_text().replace("loss_mask: all", "loss_mask: 3"))
+    assert read_yaml(config.read_text())["run"]["loss_mask"] == 3
+    with pytest.raises(ValueError, match=re.escape("run.loss_mask=3 must be a string")):
+        load_run_config(config)

@@ -100,7 +100,7 @@ def test_the_shipped_configs_resolve_to_a_model_that_reads_their_corpus(name):
             ["--run.loss_mask", "demos"],
             r"run.loss_mask='demos' must be one of \('all', 'observations', 'test'\)",
         ),
-        (["--run.loss_mask", "3"], "run.loss_mask=3 must be a string"),
+        (["--run.loss_mask", "3"], r"run.loss_mask='3' must be one of \('all', 'observations', 'test'\)"),
         (["--data.num_proc", "0"], "data.num_proc=0 must be at least 1"),
         (["--run.vary_num_demos", "sometimes"], "run.vary_num_demos='sometimes' must be true or false"),
         (
@@ -111,7 +111,7 @@ def test_the_shipped_configs_resolve_to_a_model_that_reads_their_corpus(name):
         (["--training.max_steps", "0"], "training.max_steps=0 must be at least 1"),
         (["--training.learning_rate", "0"], "training.learning_rate=0 must be above 0"),
         (["--training.per_device_train_batch_size", "0"], "per_device_train_batch_size=0 must be at least 1"),
-        (["--training.bf16", "1"], "training.bf16=1 must be true or false"),
+        (["--training.bf16", "1"], "training.bf16='1' must be true or false"),
         (
             ["--model.hidden_size", "30", "--model.num_attention_heads", "4"],
             "model section: .*hidden_size=30 is not divisible",
