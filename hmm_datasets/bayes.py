@@ -233,20 +233,12 @@ class BayesOptimalPredictor(MemoryWindows):
             )  # [M, R, T, d], [M, R, T]
             ends = [t - block.start for t in range(block.start, block.stop) if delimiter_at[t]]
             token_probs = _token_probs(hmms, after, chain_probs)  # [M, R, T, V]
-            if mixing:  # token by token ([T, M, R]), the order the sequential schedule writes
-                steps = torch.log(likelihood.permute(2, 0, 1).double())
-                steps.masked_fill_(is_delim[0, :, block].T[:, None, :], 0.0)  # a delimiter tells nothing
-                log_w = log_w + steps.cumsum(0)
-                log_w -= log_w.amax(dim=1, keepdim=True)  # [T, M, R]: after each token
-                # summed in float64, exponentiated at the predictions' precision (in float32 a weight
-                # e^x comes out within |x| 6e-8 of itself, below 1e-19 as 0; the exp 6x faster at
-                # 512 HMMs than in float64)
-                weights = _weights(log_w.to(self.dtype), dim=1).permute(1, 2, 0)  # [M, R, T]
+            if mixing:
+                weights, log_w = _block_weights(log_w, likelihood, is_delim[0, :, block], self.dtype)
                 predicted = _mixed(token_probs, weights)
                 opening = _mixed_start(hmms, weights[..., ends]) if ends else None
                 if want_posterior:
                     posterior[:, block] = weights.permute(1, 2, 0)
-                log_w = log_w[-1]
             else:
                 predicted = token_probs.flatten(0, 1)
                 opening = hmms.start_probs[:, None, None].expand(-1, rows, len(ends), -1).flatten(0, 1)
@@ -344,6 +336,21 @@ def _window_start(hmms: HMMTables, start_states: torch.Tensor, token: torch.Tens
     likelihood = token_probs.gather(-1, token.expand(num_hmms, rows)[..., None])[..., 0]
     emitted = start_states * by_token(hmms.emitted, token)
     return flush_subnormal_(hmms.to_features(emitted / positive(likelihood)[..., None])), likelihood
+
+
+def _block_weights(log_w, likelihood, is_delim, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """`(weights [M, R, T], log_w [M, R])`: the posterior weights after each token of a block and
+    the log-weights after its last token, from the log-weights before it (float64, [M, R]), the
+    chains' likelihoods `[M, R, T]` and where the delimiters are (`[R, T]`: they tell nothing).
+
+    Token by token (`[T, M, R]`, the order the sequential schedule writes), summed in float64,
+    exponentiated at the predictions' precision `dtype` (in float32 a weight e^x comes out within
+    |x| 6e-8 of itself, below 1e-19 as 0; the exp 6x faster at 512 HMMs than in float64)."""
+    steps = torch.log(likelihood.permute(2, 0, 1).double())
+    steps.masked_fill_(is_delim.T[:, None, :], 0.0)
+    log_w = log_w + steps.cumsum(0)
+    log_w -= log_w.amax(dim=1, keepdim=True)  # [T, M, R]: after each token
+    return _weights(log_w.to(dtype), dim=1).permute(1, 2, 0), log_w[-1]
 
 
 def _weights(log_w: torch.Tensor, dim: int = 0) -> torch.Tensor:
