@@ -105,28 +105,16 @@ def run_probing(
         common = probe_settings(probe, config, settings, progress)
         records, draws = network_records(features.layers, layers, probe, common)
         records += ceiling_records(corpus, probe, config, draws)
-        check_belief_columns(probe.rows)
-        kept_tasks = belief_tasks(corpus.params, probe.tasks)
-        beliefs = belief_states(
-            corpus.params, probe.rows["input_ids"], probe.rows["task_id"], probe.positions, kept_tasks
-        )
+        beliefs = probe_beliefs(corpus, probe)
         records += belief_records(
             features.layers, layers, beliefs, probe.membership, POSITION_GROUPS, probe.split
         )
         for target in CEILINGS:
             records += headroom_records(draws, target, layers, POSITION_GROUPS)
         if before_norm:
-            last = [model.config.num_hidden_layers]
-            records += layerwise_probes(
-                features.before_norm,
-                last,
-                probe.labels,
-                probe.targets,
-                probe.groups,
-                probe.split,
-                metric=BEFORE_NORM_METRIC,
-                **common,
-            )[0]
+            records += before_norm_records(
+                features.before_norm, model.config.num_hidden_layers, probe, common
+            )
     networks = {"trained": features}
     if untrained_model is not None:
         with timed(timings, "untrained_probes"):
@@ -321,6 +309,32 @@ def network_records(
         records, draws, features, layers, probe.labels, probe.groups, probe.split, common, network
     )
     return records, draws
+
+
+def probe_beliefs(corpus: Corpus, probe: ProbeRows):
+    """The exact belief states (`hmm_datasets.beliefs`) of the probe rows at their positions."""
+    check_belief_columns(probe.rows)
+    kept_tasks = belief_tasks(corpus.params, probe.tasks)
+    return belief_states(
+        corpus.params, probe.rows["input_ids"], probe.rows["task_id"], probe.positions, kept_tasks
+    )
+
+
+def before_norm_records(
+    features: torch.Tensor, last_layer: int, probe: ProbeRows, common: dict
+) -> list[dict]:
+    """The classification probes of a pre-norm model's last layer as it leaves the residual
+    stream (before the final norm)."""
+    return layerwise_probes(
+        features,
+        [last_layer],
+        probe.labels,
+        probe.targets,
+        probe.groups,
+        probe.split,
+        metric=BEFORE_NORM_METRIC,
+        **common,
+    )[0]
 
 
 def claim_splits(
