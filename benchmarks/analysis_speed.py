@@ -57,12 +57,30 @@ def analyse(model_path: str, out: Path, with_lemma1: bool) -> dict:
 
     import modeling_hmmroformer  # noqa: F401  (registers the model)
 
-    try:  # the current layout
-        from modeling_hmmroformer.experiments.evaluation import figure1, load_evaluation_data, write_figure1
-        from modeling_hmmroformer.experiments.memory import write_lemma1, write_model_memory
-    except ImportError:  # the baseline's
-        from modeling_hmmroformer.evaluation import figure1, load_evaluation_data, write_figure1
-        from modeling_hmmroformer.memory import write_lemma1, write_model_memory
+    try:  # the current layout: the analyses compute, the plots module writes
+        from modeling_hmmroformer.experiments import plots
+        from modeling_hmmroformer.experiments.evaluation import figure1, load_evaluation_data
+        from modeling_hmmroformer.experiments.memory import corpus_lemma1, corpus_model_memory
+
+        write_figure1 = plots.write_figure1
+
+        def write_lemma1(data, memories, folder):
+            plots.write_lemma1(corpus_lemma1(data, memories), folder)
+
+        def write_model_memory(model, data, memories, folder):
+            plots.write_model_memory(corpus_model_memory(model, data, memories), folder)
+
+    except ImportError:
+        try:  # the layout before it (each analysis wrote its own files)
+            from modeling_hmmroformer.experiments.evaluation import (
+                figure1,
+                load_evaluation_data,
+                write_figure1,
+            )
+            from modeling_hmmroformer.experiments.memory import write_lemma1, write_model_memory
+        except ImportError:  # the baseline's
+            from modeling_hmmroformer.evaluation import figure1, load_evaluation_data, write_figure1
+            from modeling_hmmroformer.memory import write_lemma1, write_model_memory
     try:  # today's stages: the twin of the training seed, the rotary knock-out
         from hmm_datasets.predictors import reference_predictors
         from probing.capture import untrained_twin

@@ -5,8 +5,9 @@ of a reproduction, rendered with `huggingface_hub`'s `ModelCard` / `DatasetCard`
     dataset_card.md   an exported corpus's README.md (`model_cards.render.render_dataset_card`)
     report.md         REPORT.md of `scripts/reproduce.py` (`model_cards.render.render_report`)
     results.md        the results section both the model card and the report show
-    study_report.md   REPORT.md of `scripts/study.py` (`model_cards.render.render_study_report`)
-    diversity_report.md  REPORT.md of `scripts/diversity_report.py` (`model_cards.render.render_diversity_report`)
+    study_report.md   REPORT.md of `scripts/study.py` (`model_cards.study_reports.render_study_report`)
+    diversity_report.md  REPORT.md of `scripts/diversity_report.py` (`model_cards.study_reports.render_diversity_report`)
+    architectures_report.md  REPORT.md of `scripts/architectures_report.py` (`model_cards.study_reports`)
 """
 
 from pathlib import Path

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from model_cards.render import cell_text
+from model_cards.render import cell_text, render_model_card
+from modeling_hmmroformer.experiments.pipeline import REPORT_EXTRAS, report_text
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("doc_blocks", ROOT / "tests" / "doc_blocks.py")
@@ -89,6 +90,19 @@ def test_the_readme_headline_table_is_the_committed_small_results():
     assert len(shown) >= 4
     for row in shown:
         assert readme_rows[row["label"]] == [cell_text(row["model"]), cell_text(row["bayes"])], row["label"]
+
+
+def test_the_committed_reproduction_report_and_card_are_its_results_rendered_again():
+    """results/small's REPORT.md and model card are what today's renderers write from its
+    results.json, byte for byte: the summary's form and the templates have not drifted apart (a
+    results.json of an older form is migrated, or read as it is, when either changes)."""
+    small = ROOT / "results" / "small"
+    results = json.loads((small / "results.json").read_text())
+    folder = Path("runs/reproduce-small")  # where `make demo` writes it
+    assert report_text(results, folder) == (small / "REPORT.md").read_text()
+    summary = {key: value for key, value in results.items() if key not in REPORT_EXTRAS}
+    card = render_model_card(summary, location=str(folder / "model"))
+    assert str(card) == (small / "README.md").read_text()
 
 
 FORMATTED_NUMBER = re.compile(

@@ -14,9 +14,6 @@ that the model closes; a model below that predictor is "below the in-context bas
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
 import torch
 
@@ -29,9 +26,6 @@ from hmm_datasets.scoring import (
     predictor_ladder,
     scores_by_demo_count,
 )
-
-from . import layout
-from .plots import plot_figure1
 
 TWIN_LABEL = "untrained twin"
 
@@ -140,12 +134,3 @@ def figure1(model, data: CorpusRows, *, twin=None, batch_size: int = 64, progres
             "excess_nll": float(np.nanmean(model_scores["excess_nll"])),
         },
     }
-
-
-def write_figure1(result: dict, out: str | Path) -> dict[str, Path]:
-    """`figure1.json` and `figure1.png` in `out`."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    json_path = out / layout.FIGURE1_JSON
-    layout.write_text(json_path, json.dumps(result, indent=1) + "\n")
-    return {"json": json_path, "png": plot_figure1(result, out / layout.FIGURE1_PNG)}

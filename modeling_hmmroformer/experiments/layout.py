@@ -21,6 +21,7 @@ corpus folder's own files (Parquet shards, HMM parameters, its config) are named
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 # transformers' own names for a checkpoint's files (the library writes them; we only read them)
@@ -71,6 +72,11 @@ RESULTS_JSON = "results.json"
 def write_text(path: Path, text: str) -> Path:
     """A text file, whole or not at all (`write_atomically`)."""
     return write_atomically(path, lambda staging: staging.write_text(text))
+
+
+def write_json(path: Path, data) -> Path:
+    """Plain data as an indented JSON file (one value per line, as every run file is), whole or not at all."""
+    return write_text(path, json.dumps(data, indent=1) + "\n")
 
 
 def state_file(kind: str) -> str:

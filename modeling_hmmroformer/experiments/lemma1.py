@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -135,7 +134,7 @@ def write_lemma1_family(result: dict, folder: str | Path) -> dict[str, Path]:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     return {
-        "json": layout.write_text(folder / layout.RESULTS_JSON, json.dumps(result, indent=1) + "\n"),
+        "json": layout.write_json(folder / layout.RESULTS_JSON, result),
         "report": layout.write_text(folder / layout.REPORT_MD, lemma1_report(result)),
         "tv": plot_tv_by_level(result, folder / "tv_by_level.png"),
         "rate": plot_rate_vs_gamma(result, folder / "rate_vs_gamma.png"),

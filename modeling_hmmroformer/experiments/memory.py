@@ -30,9 +30,7 @@ Shapes: B rows, L positions, V observation tokens.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -54,9 +52,7 @@ from hmm_datasets.memory import (
 from hmm_datasets.scoring import next_token_scores
 from hmm_datasets.windows import check_memories
 
-from . import layout
 from .evaluation import model_next_token_probs
-from .plots import plot_lemma1, plot_model_memory
 
 
 def compare(probs, reference, input_ids, scored) -> dict[str, float]:
@@ -251,29 +247,19 @@ def recorded_memory_equivalent(model_memory: dict, lemma1: dict | None) -> dict 
     )
 
 
-def write_json(result: dict, path: Path) -> Path:
-    return layout.write_text(path, json.dumps(result, indent=1) + "\n")
-
-
-def write_lemma1(data: CorpusRows, memories: Sequence[int], folder: str | Path) -> dict:
+def corpus_lemma1(data: CorpusRows, memories: Sequence[int]) -> dict:
     """Lemma 1 on the rows of `data`, and per task on as many rows of the low-rank variant of its
     corpus (`low_rank_lemma1` at rank `LOW_RANK`, or S - 1 when that is smaller; none with one
-    state, then `low_rank_oracle_per_task` is None): `lemma1.json` and `lemma1.png` in `folder`;
-    returns the result."""
+    state, then `low_rank_oracle_per_task` is None)."""
     result = lemma1(data.params, data.input_ids, data.task_ids, memories)
     rank = min(LOW_RANK, data.config.num_states - 1)
     rows = len(data.input_ids)
     result["low_rank_oracle_per_task"] = (
         low_rank_lemma1(data.config, memories, rows, rank=rank) if rank >= 1 else None
     )
-    write_json(result, Path(folder) / layout.LEMMA1_JSON)
-    plot_lemma1(result, Path(folder) / layout.LEMMA1_PNG)
     return result
 
 
-def write_model_memory(model, data: CorpusRows, memories: Sequence[int], folder: str | Path) -> dict:
-    """`model_memory` on the rows of `data`: `memory.json` and `memory.png` in `folder`; returns the result."""
-    result = model_memory(model, data.params, data.input_ids, data.task_ids, memories)
-    write_json(result, Path(folder) / layout.MEMORY_JSON)
-    plot_model_memory(result, Path(folder) / layout.MEMORY_PNG)
-    return result
+def corpus_model_memory(model, data: CorpusRows, memories: Sequence[int]) -> dict:
+    """`model_memory` on the rows of `data`."""
+    return model_memory(model, data.params, data.input_ids, data.task_ids, memories)

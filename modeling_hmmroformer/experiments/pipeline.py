@@ -16,6 +16,7 @@ stages, in order:
                                   memory/); rotary off in one layer at a time, model and twin
     record <model>                a study: the model's small record (`aggregate.model_record`),
                                   also copied to the records folder when there is one
+                                  (a study's own stages are in `study_stages`)
     model                         a reproduction: the checkpoint to publish, with its model card
     report                        results.json, REPORT.md (a study adds its figures)
 
@@ -62,7 +63,7 @@ from hmm_datasets.cache import CACHE_ENV
 from hmm_datasets.corpus import open_corpus
 from hmm_datasets.export import MANIFEST_FILENAME, corpus_folder_problem, export_corpus
 from hmm_datasets.predictors import reference_predictors
-from model_cards.render import render_report, render_study_report, write_model_card
+from model_cards.render import render_report, write_model_card
 from probing.architecture import check_causal_lm, positions_outside_attention
 from probing.capture import load_causal_lm, untrained_twin
 from probing.knockout import plot_rotary_knockout, rotary_knockout, scored_test_positions
@@ -70,10 +71,9 @@ from probing.plots import write_probe_results
 from probing.run import run_probing
 
 from . import layout
-from .aggregate import check_records, model_record, summarize_study
-from .evaluation import figure1, load_evaluation_data, model_next_token_probs, write_figure1
-from .memory import write_lemma1, write_model_memory
-from .plots import plot_study
+from .evaluation import figure1, load_evaluation_data, model_next_token_probs
+from .memory import corpus_lemma1, corpus_model_memory
+from .plots import write_figure1, write_lemma1, write_model_memory
 from .settings import (
     CONFIGS_DIR,
     PRESETS,
@@ -282,6 +282,8 @@ def check_probe_tasks(settings: Settings, run: RunConfig) -> None:
 def stage_plan(pipeline: Pipeline, state: dict) -> dict[str, Callable[[], None]]:
     """Every stage of the pipeline, in order (the module docstring)."""
     p, study = pipeline, pipeline.kind == "study"
+    if study:
+        from . import study_stages  # a study's own stages: a reproduction never imports them
     to_run = [m for m in p.models if not p.has_record(m)]  # a recorded model is finished
     plan = {"corpus": functools.partial(build_corpus, p)}
     if study:
@@ -298,10 +300,10 @@ def stage_plan(pipeline: Pipeline, state: dict) -> dict[str, Callable[[], None]]
         }
         plan.update({m.stage(name): runners[name] for name in MODEL_STAGES})
         if study:
-            plan[m.stage("record")] = functools.partial(record_model, p, m, state)
+            plan[m.stage("record")] = functools.partial(study_stages.record_model, p, m, state)
     if not study:
         plan["model"] = functools.partial(package_model, p, p.models[0])
-    plan["report"] = functools.partial(write_study_report if study else write_report, p, state)
+    plan["report"] = functools.partial(study_stages.write_study_report if study else write_report, p, state)
     return plan
 
 
@@ -374,8 +376,10 @@ def run_pipeline(
     (`reuse_shared_stages`)."""
     check_jobs(pipeline, jobs)
     state = read_state(pipeline)
-    recorded = [read_record(pipeline, m) for m in pipeline.models if pipeline.has_record(m)]
-    check_records(recorded, pipeline.record_fingerprint(), flat_settings(pipeline.settings, pipeline.run))
+    if pipeline.records is not None:
+        from .study_stages import check_recorded_models  # a study's own: a reproduction never imports it
+
+        check_recorded_models(pipeline)
     if redo is not None:
         state = forget_stages(state, stage_names(pipeline), redo)
     state = forget_models_gone(pipeline, state, log)
@@ -652,9 +656,8 @@ def train_model(p: Pipeline, m: ModelRun) -> None:
 
 def measure_lemma1(p: Pipeline) -> None:
     data = load_evaluation_data(str(p.corpus), p.settings.memory_rows)
-    layout.build_folder(
-        p.out / layout.LEMMA1, lambda staging: write_lemma1(data, p.settings.memories, staging)
-    )
+    result = corpus_lemma1(data, p.settings.memories)
+    layout.build_folder(p.out / layout.LEMMA1, lambda staging: write_lemma1(result, staging))
 
 
 def trained_model(m: ModelRun):
@@ -693,7 +696,7 @@ def evaluate_model(p: Pipeline, m: ModelRun) -> None:
     def write(staging: Path) -> None:
         write_figure1(result, staging)
         if placed is not None:
-            layout.write_text(staging / layout.YARDSTICKS_JSON, json.dumps(placed, indent=1) + "\n")
+            layout.write_json(staging / layout.YARDSTICKS_JSON, placed)
 
     layout.build_folder(m.path(layout.FIGURE1), write)
 
@@ -714,11 +717,13 @@ def probe_model(p: Pipeline, m: ModelRun) -> None:
 def measure_memory(p: Pipeline, m: ModelRun, with_lemma1: bool) -> None:
     """The trained model against the memory-L Bayes predictors (and Lemma 1 on the same rows, if asked)."""
     model, data = trained_model(m), load_evaluation_data(str(p.corpus), p.settings.memory_rows)
+    lemma1 = corpus_lemma1(data, p.settings.memories) if with_lemma1 else None
+    memory = corpus_model_memory(model, data, p.settings.memories)
 
     def write(staging: Path) -> None:
-        if with_lemma1:
-            write_lemma1(data, p.settings.memories, staging)
-        write_model_memory(model, data, p.settings.memories, staging)
+        if lemma1 is not None:
+            write_lemma1(lemma1, staging)
+        write_model_memory(memory, staging)
 
     layout.build_folder(m.path(layout.MEMORY), write)
 
@@ -730,9 +735,9 @@ def measure_knockout(p: Pipeline, m: ModelRun) -> None:
     model = trained_model(m)
     reason = positions_outside_attention(model)
     if reason is not None:
-        skipped = json.dumps({"skipped": reason}, indent=1) + "\n"
+        skipped = {"skipped": reason}
         layout.build_folder(
-            m.path(layout.KNOCKOUT), lambda staging: layout.write_text(staging / KNOCKOUT_SKIPPED, skipped)
+            m.path(layout.KNOCKOUT), lambda staging: layout.write_json(staging / KNOCKOUT_SKIPPED, skipped)
         )
         return
     data = load_evaluation_data(str(p.corpus), p.settings.memory_rows)
@@ -745,36 +750,10 @@ def measure_knockout(p: Pipeline, m: ModelRun) -> None:
     }
 
     def write(staging: Path) -> None:
-        layout.write_text(staging / layout.KNOCKOUT_JSON, json.dumps(result, indent=1) + "\n")
+        layout.write_json(staging / layout.KNOCKOUT_JSON, result)
         plot_rotary_knockout(result["trained"], staging / layout.KNOCKOUT_PNG, untrained=result["twin"])
 
     layout.build_folder(m.path(layout.KNOCKOUT), write)
-
-
-def record_model(p: Pipeline, m: ModelRun, state: dict) -> None:
-    """The model's small record in its folder, and in the records folder when there is one, with
-    the wall times of its stages (so a study resumed on a fresh clone still reports them)."""
-    record = model_record(m.depth, m.seed, m.folder, p.record_fingerprint(), seconds=model_seconds(state, m))
-    record["settings"] = flat_settings(p.settings, p.run)  # names the setting that differs, on a refusal
-    record = json.dumps(record, indent=1) + "\n"
-    layout.write_text(m.path(layout.RECORD_JSON), record)
-    if p.records is not None:
-        layout.write_text(p.record_path(m), record)
-
-
-def model_seconds(state: dict, m: ModelRun) -> dict[str, float]:
-    """Model `m`'s stage times from the state, by stage name without the model's tag."""
-    return {
-        name: state["stages"][m.stage(name)]["seconds"]
-        for name in MODEL_STAGES
-        if m.stage(name) in state["stages"]
-    }
-
-
-def read_record(p: Pipeline, m: ModelRun) -> dict:
-    """Model `m`'s record: from the records folder, else from its model folder."""
-    path = p.record_path(m) if p.has_record(m) else m.path(layout.RECORD_JSON)
-    return json.loads(path.read_text())
 
 
 def package_model(p: Pipeline, m: ModelRun) -> None:
@@ -812,34 +791,33 @@ def stage_seconds(state: dict) -> dict[str, float]:
 
 
 def write_json_and_report(p: Pipeline, results: dict, report: str) -> None:
-    layout.write_text(p.out / layout.RESULTS_JSON, json.dumps(results, indent=1) + "\n")
+    layout.write_json(p.out / layout.RESULTS_JSON, results)
     layout.write_text(p.out / layout.REPORT_MD, report)
 
 
 def write_report(p: Pipeline, state: dict) -> None:
     """A reproduction's results.json and REPORT.md, from its published model folder."""
     summary = summarize_model_folder(p.out / layout.MODEL)
-    seconds, machine = stage_seconds(state), machine_description()
-    results = {"preset": p.settings.name, **summary, "stage_seconds": seconds, "machine": machine}
-    report = render_report(
+    results = {
+        "preset": p.settings.name,
+        **summary,
+        "stage_seconds": stage_seconds(state),
+        "machine": machine_description(),
+    }
+    write_json_and_report(p, results, report_text(results, p.out))
+
+
+REPORT_EXTRAS = ("preset", "stage_seconds", "machine")  # what results.json adds to the model's summary
+
+
+def report_text(results: dict, out: Path) -> str:
+    """REPORT.md of a reproduction in folder `out` from its results.json (`write_report`)."""
+    summary = {key: value for key, value in results.items() if key not in REPORT_EXTRAS}
+    return render_report(
         summary,
-        preset=p.settings.name,
-        stage_seconds=seconds,
-        machine=machine,
+        preset=results["preset"],
+        stage_seconds=results["stage_seconds"],
+        machine=results["machine"],
         files=REPORT_FILES,
-        files_root=f"{p.out}/",
+        files_root=f"{out}/",
     )
-    write_json_and_report(p, results, report)
-
-
-def write_study_report(p: Pipeline, state: dict) -> None:
-    """A study's figures, results.json and REPORT.md."""
-    records = [read_record(p, m) for m in p.models]
-    check_records(records, p.record_fingerprint(), flat_settings(p.settings, p.run))
-    summary = summarize_study(
-        p.settings, p.run, records, p.corpus, p.out / layout.LEMMA1, p.out / layout.YARDSTICKS
-    )
-    summary["stage_seconds"] = stage_seconds(state)
-    summary["machine"] = machine = machine_description()
-    layout.build_folder(p.out / layout.FIGURES, lambda staging: plot_study(summary, staging))
-    write_json_and_report(p, summary, render_study_report(summary, machine))

@@ -11,7 +11,7 @@ import numpy as np
 from probing.figures import pyplot, save_figure
 
 from .diversity import SPLITS, claim_against_k
-from .plots import legend
+from .study_plots import legend
 
 # ---- the task-diversity study across K (`diversity.summarize_diversity`) ------------------------
 FLOOR_LINES = {"twin": ("-", "over the untrained twin"), "tokens": (":", "over the token-only baseline")}

@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from model_cards.render import (
+from model_cards.study_reports import (
     render_architectures_report,
     render_diversity_report,
     render_diversity_status,
@@ -47,7 +47,7 @@ def write_diversity_report(studies: list[Path], out: Path, readme: str | os.Path
     check_report_folder(out, DIVERSITY_TITLE, is_diversity_figure)
     figures = write_report_figures(out, lambda staging: plot_diversity(summary, staging))
     summary["figures"], summary["machine"] = figures, machine_description()
-    layout.write_text(out / layout.RESULTS_JSON, json.dumps(summary, indent=1) + "\n")
+    layout.write_json(out / layout.RESULTS_JSON, summary)
     layout.write_text(out / layout.REPORT_MD, render_diversity_report(summary, figures))
     if readme_text is not None:
         layout.write_text(Path(readme), readme_text)
@@ -61,7 +61,7 @@ def write_architectures_report(studies: list[Path], out: Path) -> Path:
     check_report_folder(out, ARCHITECTURES_TITLE, lambda name: name == ARCHITECTURES_FIGURE)
     figures = write_report_figures(out, lambda staging: plot_architectures(summary, staging))
     summary["figures"], summary["machine"] = figures, machine_description()
-    layout.write_text(out / layout.RESULTS_JSON, json.dumps(summary, indent=1) + "\n")
+    layout.write_json(out / layout.RESULTS_JSON, summary)
     layout.write_text(out / layout.REPORT_MD, render_architectures_report(summary, figures))
     return out / layout.REPORT_MD
 

@@ -166,9 +166,7 @@ class InContextTrainer(Trainer):
         metrics.update(flat)
         if self.is_world_process_zero():
             record = {"step": self.state.global_step, **scores}
-            layout.write_text(
-                Path(self.args.output_dir) / layout.ICL_SCORES_JSON, json.dumps(record, indent=1) + "\n"
-            )
+            layout.write_json(Path(self.args.output_dir) / layout.ICL_SCORES_JSON, record)
         return metrics
 
 

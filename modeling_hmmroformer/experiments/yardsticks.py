@@ -105,7 +105,7 @@ def write_yardsticks(folder: Path, facts: dict, tensors: dict[str, torch.Tensor]
     """The yardsticks' predictions and facts into `folder`, each file whole or not at all."""
     contiguous = {name: t.contiguous() for name, t in tensors.items()}
     layout.write_atomically(folder / YARDSTICKS_TENSORS, lambda staging: save_file(contiguous, str(staging)))
-    layout.write_text(folder / YARDSTICKS_JSON, json.dumps(facts, indent=1) + "\n")
+    layout.write_json(folder / YARDSTICKS_JSON, facts)
 
 
 def read_yardsticks(folder: Path) -> tuple[dict, dict[str, torch.Tensor]]:

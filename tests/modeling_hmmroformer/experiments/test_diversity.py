@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from model_cards import DIVERSITY_STATUS_MARKERS
-from model_cards.render import render_diversity_status, replace_marked_block
+from model_cards.study_reports import render_diversity_status, replace_marked_block
 from modeling_hmmroformer.experiments.diversity import learner_of, planned_cells, summarize_diversity
 
 ROOT = Path(__file__).resolve().parents[3]

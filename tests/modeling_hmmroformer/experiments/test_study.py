@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from hmm_datasets import cache
-from model_cards.render import memory_equivalent_text, seconds_spread_text
+from model_cards.render import memory_equivalent_text
+from model_cards.study_reports import seconds_spread_text
 from modeling_hmmroformer.experiments.aggregate import bins_of_test_positions, kl_by_test_position, time_row
 from modeling_hmmroformer.experiments.claims import CLAIMS
 from modeling_hmmroformer.experiments.pipeline import (

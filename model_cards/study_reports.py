@@ -1,0 +1,193 @@
+"""Render the reports of studies from their summaries of plain data: a depth-and-seed study's
+`REPORT.md` (`render_study_report`), the task-diversity report across K and the architecture
+comparison, and the README's status table of the diversity study. The cells they share with a
+reproduction's report (claims, numbers across seeds) come from `model_cards.render`.
+"""
+
+from __future__ import annotations
+
+import jinja2
+
+from . import (
+    ARCHITECTURES_REPORT_TEMPLATE,
+    DIVERSITY_REPORT_TEMPLATE,
+    DIVERSITY_STATUS_MARKERS,
+    STUDY_REPORT_TEMPLATE,
+)
+from .render import (
+    across_seeds_text,
+    floor_effect_text,
+    memory_equivalent_text,
+    number_text,
+    split_spread_text,
+)
+
+
+def study_environment() -> jinja2.Environment:
+    """The Jinja environment of the study reports: strict, with their number filters."""
+    environment = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    environment.filters["stat"] = across_seeds_text
+    environment.filters["verdict_cell"] = verdict_cell_text
+    environment.filters["floor_effect"] = floor_effect_text
+    environment.filters["split_spread"] = split_spread_text
+    environment.filters["num"] = number_text
+    environment.filters["spread"] = seconds_spread_text
+    environment.filters["memory_equivalent"] = memory_equivalent_text
+    return environment
+
+
+def render_study_report(summary: dict, machine: dict) -> str:
+    """`REPORT.md` of a depth-and-seed study (built by `modeling_hmmroformer.experiments.aggregate.summarize_study`)."""
+    template = study_environment().from_string(STUDY_REPORT_TEMPLATE.read_text())
+    return template.render(s=summary, machine=machine, zip=zip)
+
+
+LEARNER_WORDS = {
+    "mixture": "retrieves (nearest mixture Bayes)",
+    "prior": "infers (nearest prior-level Bayes)",
+    "tied": "tied within the prior-level estimate's spread",
+    "mixed": "no learner in most seeds",
+}
+VERDICT_ORDER = ("holds", "contradicted", "not testable", "n/a", "undecided")
+
+
+def render_diversity_report(summary: dict, figures: dict[str, str]) -> str:
+    """`REPORT.md` of the task-diversity study across K (built by
+    `modeling_hmmroformer.experiments.diversity.summarize_diversity`); `figures` maps each
+    figure's name to its path beside the report."""
+    environment = study_environment()
+    environment.filters["nearest"] = lambda n: f"{n['mixture']} / {n['prior']} / {n['tied']}"
+    template = environment.from_string(DIVERSITY_REPORT_TEMPLATE.read_text())
+    return template.render(
+        s=summary,
+        **summary["setup"],
+        sources=summary["sources"],
+        splits=("test", "test_unseen"),
+        figures=figures,
+        status_table=render_diversity_status(summary),
+        learner_words=LEARNER_WORDS.get,
+        by_verdict=claims_by_verdict,
+        claim_words={c["key"]: f"Fig {c['figure']}: {c['claim']}" for c in summary["claims"]},
+        statistic_words={
+            "kl_bayes_model": "KL(Bayes ‖ model), test split",
+            "model_accuracy": "model top-1, test split",
+            **{
+                f"kl_{name}_{split}": f"KL({words} ‖ model), {split}"
+                for name, words in (("mixture", "mixture Bayes"), ("prior", "prior-level Bayes"))
+                for split in ("test", "test_unseen")
+            },
+        },
+    )
+
+
+def render_architectures_report(summary: dict, figures: dict[str, str]) -> str:
+    """`REPORT.md` of the architecture comparison (built by
+    `modeling_hmmroformer.experiments.architectures.summarize_architectures`)."""
+    template = study_environment().from_string(ARCHITECTURES_REPORT_TEMPLATE.read_text())
+    return template.render(
+        s=summary,
+        **summary["setup"],
+        sources=summary["sources"],
+        figures=figures,
+        machine=summary["machine"],
+        cell_names=[f"{c['architecture']}, {c['depth']} layers" for c in summary["cells"]],
+        difference_words=lambda d: difference_words(d, summary),
+    )
+
+
+def difference_words(difference: dict, summary: dict) -> str:
+    """What differs between the architectures at one depth, in words, from the numbers: the
+    claims whose verdicts differ and the statistics whose intervals do not overlap."""
+    depth, names = difference["depth"], summary["architectures"]
+    claims = {c["key"]: c for c in summary["claims"]}
+    verdicts = [
+        f"Fig {claims[key]['figure']} {claims[key]['claim']} ("
+        + ", ".join(f"{name} {label}" for name, label in zip(names, labels))
+        + ")"
+        for key, labels in difference["verdicts"].items()
+    ]
+    text = f"At {depth} layers, " + (
+        f"the verdicts differ on {len(verdicts)} of {difference['num_claims']} claims: {'; '.join(verdicts)}."
+        if verdicts
+        else f"every one of the {difference['num_claims']} claims has the same verdict in each architecture."
+    )
+    apart = [
+        f"{row['words']} ({row['better']} is better): "
+        + ", ".join(f"{number_text(mean)} {name}" for name, mean in row["means"].items())
+        for row in difference["apart"]
+    ]
+    if apart:
+        return f"{text} Intervals across seeds apart: {'; '.join(apart)}; every other statistic's overlap."
+    return f"{text} On the ladder and the yardsticks every interval across seeds overlaps the other architecture's."
+
+
+def claims_by_verdict(cell: dict) -> list[tuple[str, list[str]]]:
+    """A cell's claims grouped by verdict ("holds", then "contradicted", ...), each as "Fig N: claim"."""
+    groups: dict[str, list[str]] = {}
+    for verdict in cell["verdicts"]:
+        groups.setdefault(verdict["label"], []).append(f"Fig {verdict['figure']} {verdict['claim']}")
+
+    def rank(label: str) -> int:
+        return next((i for i, v in enumerate(VERDICT_ORDER) if label.startswith(v)), len(VERDICT_ORDER))
+
+    return sorted(groups.items(), key=lambda item: rank(item[0]))
+
+
+def render_diversity_status(summary: dict) -> str:
+    """The claims against every cell of the task-diversity study, as one markdown table: each
+    cell's learner on seen / unseen tasks, then each claim's verdict."""
+    cells = summary["cells"]
+    names = [
+        f"K = {c['num_tasks']}, {c['depth']} layers"
+        + (f", draw {c['corpus_seed']}" if c["corpus_seed"] else "")
+        for c in cells
+    ]
+    rows = [
+        [
+            "",
+            "learner, seen / unseen tasks",
+            *[f"{c['learner']['test']} / {c['learner']['test_unseen']}" for c in cells],
+        ]
+    ]
+    for index, claim in enumerate(summary["claims"]):
+        rows.append(
+            [claim["figure"], claim["claim"], *[f"**{c['verdicts'][index]['label']}**" for c in cells]]
+        )
+    return markdown_table(["figure", "claim", *names], rows)
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    """A markdown table of `header` and `rows` (cells as given)."""
+    lines = [header, ["---"] * len(header), *rows]
+    return "\n".join("| " + " | ".join(line) + " |" for line in lines)
+
+
+def replace_marked_block(text: str, block: str, markers: tuple[str, str] = DIVERSITY_STATUS_MARKERS) -> str:
+    """`text` with what lies between the two marker lines replaced by `block`; `ValueError`
+    when the markers are not there once each, in order."""
+    start, end = markers
+    if text.count(start) != 1 or text.count(end) != 1 or text.index(start) > text.index(end):
+        raise ValueError(f"the file needs the lines {start!r} and {end!r}, once each and in that order")
+    head, rest = text.split(start)
+    _, tail = rest.split(end)
+    return f"{head}{start}\n{block}\n{end}{tail}"
+
+
+def seconds_spread_text(times: dict) -> str:
+    """ "median s [min, max]" of wall times (`aggregate.time_row`); "not recorded" without any."""
+    if times["median"] is None:
+        return "not recorded"
+    if times["min"] == times["max"]:
+        return f"{times['median']:.0f} s"
+    return f"{times['median']:.0f} s [{times['min']:.0f}, {times['max']:.0f}]"
+
+
+def verdict_cell_text(cell: dict | None) -> str:
+    """ "**verdict**: own mean [low, high], k/n with the predicted sign, Holm-adjusted p" of one
+    claim in one cell (a row of `claims.decide_claims`)."""
+    if cell is None:
+        return ""
+    if cell["own"]["mean"] is None:
+        return f"**{cell['label']}**"
+    text = f"**{cell['label']}**: {across_seeds_text(cell['own'], '+.3f')}, {cell['agree']}/{cell['n']}"
+    return text if cell.get("p_holm") is None else f"{text}, p {cell['p_holm']:.2g}"
