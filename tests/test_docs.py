@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from model_cards.render import cell_text, render_model_card
+from model_cards.study_reports import render_architectures_report, render_diversity_report
 from modeling_hmmroformer.experiments.pipeline import REPORT_EXTRAS, report_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,6 +104,17 @@ def test_the_committed_reproduction_report_and_card_are_its_results_rendered_aga
     summary = {key: value for key, value in results.items() if key not in REPORT_EXTRAS}
     card = render_model_card(summary, location=str(folder / "model"))
     assert str(card) == (small / "README.md").read_text()
+
+
+@pytest.mark.parametrize(
+    "name, render", [("diversity", render_diversity_report), ("architectures", render_architectures_report)]
+)
+def test_the_committed_reports_across_studies_are_their_results_rendered_again(name, render):
+    """results/diversity's and results/architectures' REPORT.md are today's renderer's output of
+    their results.json, byte for byte."""
+    folder = ROOT / "results" / name
+    summary = json.loads((folder / "results.json").read_text())
+    assert render(summary, summary["figures"]) == (folder / "REPORT.md").read_text()
 
 
 FORMATTED_NUMBER = re.compile(
