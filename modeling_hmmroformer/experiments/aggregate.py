@@ -22,7 +22,7 @@ from hmm_datasets.corpus import open_corpus
 from . import layout
 from .claims import decide_claims, layer_one, model_statistics, profiles
 from .memory import recorded_memory_equivalent
-from .settings import RunConfig, Settings, config_for_corpus, differing_settings
+from .settings import RunConfig, Settings, differing_settings
 from .verdicts import across_seeds
 from .yardsticks import LEARNERS, YARDSTICKS_JSON, nearest_learner
 
@@ -293,7 +293,7 @@ def summarize_study(
                 "seconds": time_row(mine),
             }
         )
-    model = config_for_corpus(corpus.config, **run.model_sizes())
+    model = run.model_config(corpus.config)
     return {
         "study": settings.to_dict(),
         "corpus": corpus.config.to_dict(),

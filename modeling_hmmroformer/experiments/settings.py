@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 import yaml
-from transformers import AutoConfig, PretrainedConfig
+from transformers import AutoConfig, PretrainedConfig, TrainingArguments
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
 import hmm_datasets
@@ -208,7 +208,7 @@ class RunConfig:
         except Exception as error:
             raise ValueError(f"corpus section: {' '.join(str(error).split())}") from error
         try:
-            config_for_corpus(corpus, **self.model_sizes())
+            self.model_config(corpus)
         except Exception as error:
             raise ValueError(f"model section: {' '.join(str(error).split())}") from error
 
@@ -249,6 +249,20 @@ class RunConfig:
     def model_sizes(self) -> dict:
         """The `model:` section's config fields, with its model type (without the attention backend)."""
         return {key: value for key, value in self.model.items() if key != "attn_implementation"}
+
+    def model_config(self, corpus_config: HMMMixtureConfig | None = None) -> PretrainedConfig:
+        """The `model:` section, typed: the model's config, sized to read the corpus (`config_for_corpus`)."""
+        return config_for_corpus(corpus_config or self.corpus_config(), **self.model_sizes())
+
+    @property
+    def attn_implementation(self) -> str:
+        """The attention backend the model trains with (`model.attn_implementation`, sdpa by default)."""
+        return self.model.get("attn_implementation", "sdpa")
+
+    def training_arguments(self) -> TrainingArguments:
+        """The `training:` section, typed: transformers' `TrainingArguments` (its own checks run),
+        with the dataset's columns kept (the collator reads `segment_ids`)."""
+        return TrainingArguments(**{"remove_unused_columns": False, **self.training})
 
     def with_depth(self, depth: int) -> RunConfig:
         """The run config at `depth` layers, written where the depth lives: the model section's

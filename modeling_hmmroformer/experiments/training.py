@@ -27,7 +27,6 @@ from transformers import (
     PreTrainedModel,
     Trainer,
     TrainerCallback,
-    TrainingArguments,
     set_seed,
 )
 from transformers.trainer import TRAINER_STATE_NAME
@@ -42,7 +41,7 @@ from hmm_datasets.scoring import flatten_scores, in_context_scores
 from ..modeling_hmm_roformer import HMMRoFormerForCausalLM
 from . import layout
 from .evaluation import model_next_token_log_probs
-from .settings import HMM_ROFORMER, RunConfig, config_for_corpus
+from .settings import HMM_ROFORMER, RunConfig
 
 logger = logging.get_logger(__name__)
 
@@ -332,13 +331,13 @@ def resume_checkpoint(output_dir: Path) -> Path:
 def build_model(run: RunConfig, corpus_config: HMMMixtureConfig) -> PreTrainedModel:
     """The model of a run: its `model:` section, sized to read the corpus (an HMMRoFormer, or the
     transformers architecture `model.model_type` names, saved as that architecture's own checkpoint)."""
-    config = config_for_corpus(corpus_config, **run.model_sizes())
+    config = run.model_config(corpus_config)
     model = (
         HMMRoFormerForCausalLM(config)
         if run.model_type == HMM_ROFORMER
         else AutoModelForCausalLM.from_config(config)
     )
-    model.set_attn_implementation(run.model.get("attn_implementation", "sdpa"))
+    model.set_attn_implementation(run.attn_implementation)
     return model
 
 
@@ -373,7 +372,7 @@ def prepare(run: RunConfig, resume: bool) -> PreparedRun:
             f"{output_dir} already holds checkpoints: pass --resume to continue that run, or choose another "
             "training.output_dir."
         )
-    arguments = TrainingArguments(**{"remove_unused_columns": False, **run.training})
+    arguments = run.training_arguments()
     if arguments.device.type == "cpu":
         warn_about_idle_cores()
     set_seed(arguments.seed)

@@ -227,3 +227,19 @@ def test_a_files_values_are_yaml_and_checked_against_the_fields_types(tmp_path):
     assert read_yaml(config.read_text())["run"]["loss_mask"] == 3
     with pytest.raises(ValueError, match=re.escape("run.loss_mask=3 must be a string")):
         load_run_config(config)
+
+
+def test_the_model_and_training_sections_read_as_their_typed_objects():
+    run = load_run_config(ROOT / "configs" / "tiny.yaml", ["--model.attn_implementation", "eager"])
+    config = run.model_config()
+    assert type(config).__name__ == "HMMRoFormerConfig"
+    assert (config.hidden_size, config.num_hidden_layers, config.num_attention_heads) == (32, 2, 2)
+    corpus = hmm_datasets.get_preset("tiny")
+    assert config.vocab_size == corpus.model_vocab_size  # sized to read the corpus, not the class default
+    assert run.attn_implementation == "eager"
+    unset = load_run_config(ROOT / "configs" / "tiny.yaml", ["--model.attn_implementation", "null"])
+    assert "attn_implementation" not in unset.model and unset.attn_implementation == "sdpa"  # the default
+    arguments = run.training_arguments()
+    assert (arguments.max_steps, arguments.learning_rate, arguments.seed) == (40, 3.0e-3, 0)
+    assert arguments.remove_unused_columns is False  # the collator reads segment_ids
+    assert arguments.output_dir == run.training["output_dir"]
