@@ -69,37 +69,8 @@ def accuracy_table(
             (*IN_CONTEXT, "bayes", "oracle"), [layout.num_demos], "Bayes-optimal table and ladder"
         )
     scores = {m: fewer.get(m) or with_all[m] for m in counts}
-    early = slice(1, 1 + EARLY_TOKENS)
-    by_demos = [
-        {
-            "num_demos": m,
-            "bayes_accuracy": mean_over_tokens(s["bayes"]["correct"]),
-            "oracle_accuracy": mean_over_tokens(s["oracle"]["correct"]),
-            "bayes_early_accuracy": mean_over_tokens(s["bayes"]["correct"], early),
-            "oracle_early_accuracy": mean_over_tokens(s["oracle"]["correct"], early),
-            "bayes_oracle_argmax_agreement": mean_over_tokens(s["oracle"]["agreement"]),
-            "bayes_nll": mean_over_tokens(s["bayes"]["nll"]),
-            "oracle_nll": mean_over_tokens(s["oracle"]["nll"]),
-        }
-        for m, s in scores.items()
-    ]
     full = scores.get(layout.num_demos)
-    per_position = None
-    if full is not None:
-        per_position = {
-            "test_position": list(range(layout.test_length)),
-            "bayes_accuracy": full["bayes"]["correct"].tolist(),
-            "oracle_accuracy": full["oracle"]["correct"].tolist(),
-        }
     ids = torch.as_tensor(np.asarray(input_ids), dtype=torch.long)
-    ladder = None
-    if full is not None:  # the in-context ladder below Bayes, with all demonstrations
-        ladder = predictor_ladder(
-            {name: mean_over_tokens(full[name]["correct"]) for name in (*IN_CONTEXT, "bayes", "oracle")},
-            {name: p.label for name, p in everyone.items()},
-            list(IN_CONTEXT),
-            {name: mean_over_tokens(full[name]["kl"]) for name in IN_CONTEXT},
-        )
     return {
         "num_rows": int(ids.shape[0]),
         "true_task_posterior_after_demo": task_identification(
@@ -110,10 +81,44 @@ def accuracy_table(
             "demo_length": layout.demo_length,
             "test_length": layout.test_length,
         },
-        "by_num_demos": by_demos,
-        "by_test_position": per_position,
-        "ladder": ladder,
+        "by_num_demos": [demo_count_row(m, scored) for m, scored in scores.items()],
+        "by_test_position": None if full is None else by_test_position(full, layout.test_length),
+        "ladder": None if full is None else ladder_with_every_demo(full, everyone),
     }
+
+
+def demo_count_row(num_demos: int, scores: dict) -> dict:
+    """One row of the table: Bayes and the oracle scored on rows of `num_demos` demonstrations."""
+    bayes, oracle, early = scores["bayes"], scores["oracle"], slice(1, 1 + EARLY_TOKENS)
+    return {
+        "num_demos": num_demos,
+        "bayes_accuracy": mean_over_tokens(bayes["correct"]),
+        "oracle_accuracy": mean_over_tokens(oracle["correct"]),
+        "bayes_early_accuracy": mean_over_tokens(bayes["correct"], early),
+        "oracle_early_accuracy": mean_over_tokens(oracle["correct"], early),
+        "bayes_oracle_argmax_agreement": mean_over_tokens(oracle["agreement"]),
+        "bayes_nll": mean_over_tokens(bayes["nll"]),
+        "oracle_nll": mean_over_tokens(oracle["nll"]),
+    }
+
+
+def by_test_position(scores: dict, test_length: int) -> dict:
+    """Bayes's and the oracle's accuracy at each test position, with every demonstration."""
+    return {
+        "test_position": list(range(test_length)),
+        "bayes_accuracy": scores["bayes"]["correct"].tolist(),
+        "oracle_accuracy": scores["oracle"]["correct"].tolist(),
+    }
+
+
+def ladder_with_every_demo(scores: dict, predictors: dict) -> dict:
+    """The in-context ladder below Bayes (`predictor_ladder`), scored with every demonstration."""
+    return predictor_ladder(
+        {name: mean_over_tokens(scores[name]["correct"]) for name in (*IN_CONTEXT, "bayes", "oracle")},
+        {name: p.label for name, p in predictors.items()},
+        list(IN_CONTEXT),
+        {name: mean_over_tokens(scores[name]["kl"]) for name in IN_CONTEXT},
+    )
 
 
 def task_identification(
