@@ -81,17 +81,9 @@ def run_probing(
     shuffle test (`patterns["figure2_untrained"]`): what the
     architecture alone gives, the control every effect is measured against.
     """
-    check_causal_lm(model)
-    for network in (model, untrained_model):
-        if network is not None:
-            check_model_fits_corpus(network.config, corpus.config)
-    for distance in config.distances:
-        check_distance(distance, corpus.layout)
+    check_inputs(model, untrained_model, corpus, config)
     layers = resolve_layers(model, config.layers)
-    test_split = corpus.split("test")
-    shuffle_rows = config.shuffle_rows or min(256, len(test_split))
-    _check_rows(config, shuffle_rows, len(test_split))
-    test_ids = np.stack(test_split.select(range(shuffle_rows)).with_format("numpy")["input_ids"])
+    test_ids = shuffle_test_rows(corpus, config)
     device = str(model_device(model))
     settings = ProbeSettings(config.l2, config.max_iter, device)
     timings: dict[str, float] = {}
@@ -109,21 +101,17 @@ def run_probing(
         records += belief_records(
             features.layers, layers, beliefs, probe.membership, POSITION_GROUPS, probe.split
         )
-        for target in CEILINGS:
-            records += headroom_records(draws, target, layers, POSITION_GROUPS)
+        records += [
+            r for target in CEILINGS for r in headroom_records(draws, target, layers, POSITION_GROUPS)
+        ]
         if before_norm:
-            records += before_norm_records(
-                features.before_norm, model.config.num_hidden_layers, probe, common
-            )
+            last = model.config.num_hidden_layers
+            records += before_norm_records(features.before_norm, last, probe, common)
     networks = {"trained": features}
     if untrained_model is not None:
         with timed(timings, "untrained_probes"):
-            twin = capture(untrained_model, probe, layers, config, progress, before_norm)
-            records += network_records(twin.layers, layers, probe, common, "twin")[0]
-            records += belief_records(
-                twin.layers, layers, beliefs, probe.membership, POSITION_GROUPS, probe.split, "twin"
-            )
-        networks["twin"] = twin
+            networks["twin"] = capture(untrained_model, probe, layers, config, progress, before_norm)
+            records += twin_records(networks["twin"].layers, layers, probe, beliefs, common)
     with timed(timings, "splits"):
         splits = claim_splits(networks, probe, beliefs, corpus, config, settings, progress)
     with timed(timings, "shuffle_test"):
@@ -200,6 +188,39 @@ def probe_results(
         },
         "timings_s": timings,
     }
+
+
+def check_inputs(model, untrained_model, corpus: Corpus, config: ProbeConfig) -> None:
+    """`ValueError` for a model that is not a causal LM, or that cannot read the corpus, or for
+    settings the corpus cannot serve (distances, rows), before anything is computed."""
+    check_causal_lm(model)
+    for network in (model, untrained_model):
+        if network is not None:
+            check_model_fits_corpus(network.config, corpus.config)
+    for distance in config.distances:
+        check_distance(distance, corpus.layout)
+    _check_rows(config, shuffle_row_count(corpus, config), len(corpus.split("test")))
+
+
+def shuffle_row_count(corpus: Corpus, config: ProbeConfig) -> int:
+    """The test rows the shuffle test and the attention maps read: `shuffle_rows`, or up to 256."""
+    return config.shuffle_rows or min(256, len(corpus.split("test")))
+
+
+def shuffle_test_rows(corpus: Corpus, config: ProbeConfig) -> np.ndarray:
+    """`[rows, L]`: the first `shuffle_row_count` rows of the corpus's test split."""
+    rows = corpus.split("test").select(range(shuffle_row_count(corpus, config)))
+    return np.stack(rows.with_format("numpy")["input_ids"])
+
+
+def twin_records(
+    features: torch.Tensor, layers: list[int], probe: ProbeRows, beliefs, common: dict
+) -> list[dict]:
+    """The untrained twin's classification and belief probes (network "twin"), as the model's."""
+    records = network_records(features, layers, probe, common, "twin")[0]
+    return records + belief_records(
+        features, layers, beliefs, probe.membership, POSITION_GROUPS, probe.split, "twin"
+    )
 
 
 @contextlib.contextmanager
