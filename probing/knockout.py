@@ -224,24 +224,7 @@ def rotary_knockout(
     mask = torch.as_tensor(np.asarray(scored), dtype=torch.bool).cpu()
     bayes = torch.as_tensor(bayes_probs).double().cpu()
     _check_inputs(model, ids, mask, bayes)
-    layers = list(range(1, model.config.num_hidden_layers + 1))
-    was_training = model.training
-    model.eval()
-    device, batches = model_device(model), range(0, ids.shape[0], batch_size)
-    runs = []  # per batch, [b, 1 + layers, 2]: intact, then layer 1..L knocked out
-    bar = tqdm(total=len(batches) * (1 + len(layers)), desc="rotary knockout", disable=not progress)
-    try:
-        for start in batches:
-            rows = slice(start, start + batch_size)
-            sums = []
-            for logits in knocked_out_logits(model, ids[rows].to(device)):
-                sums.append(per_row_sums(logits, ids[rows], mask[rows], bayes[rows]))
-                bar.update()
-            runs.append(torch.stack(sums, dim=1))
-    finally:
-        model.train(was_training)
-        bar.close()
-    runs = torch.cat(runs).numpy()
+    runs = knockout_sums(model, ids, mask, bayes, batch_size, progress)
     intact = runs[:, 0]
     deltas = runs[:, 1:] - intact[:, None, :]  # [B, layers, 2]
     # columns: intact nll, intact kl, then delta nll per layer, then delta kl per layer
@@ -251,6 +234,7 @@ def rotary_knockout(
     # a ratio of sums on resampled rows: the per-token mean of each column, every column paired
     draws = bootstrap_accuracies(sums, tokens, num_resamples, seed)
     summary = _summary(means, draws, level)
+    layers = list(range(1, model.config.num_hidden_layers + 1))
     count = len(layers)
 
     def columns(which) -> dict:
@@ -265,6 +249,35 @@ def rotary_knockout(
         "delta_nll": columns(slice(2, 2 + count)),
         "delta_kl": columns(slice(2 + count, None)),
     }
+
+
+def knockout_sums(
+    model, ids: torch.Tensor, mask: torch.Tensor, bayes: torch.Tensor, batch_size: int, progress: bool
+) -> np.ndarray:
+    """`[B, 1 + layers, 2]`: each row's summed NLL and KL(Bayes || model) over its scored tokens,
+    intact, then with rotary off from layer 1..L on (`knocked_out_logits`), in eval mode under
+    no_grad on the model's device (the mode it was in is restored)."""
+    was_training = model.training
+    model.eval()
+    device, batches = model_device(model), range(0, ids.shape[0], batch_size)
+    runs = []  # per batch, [b, 1 + layers, 2]
+    bar = tqdm(
+        total=len(batches) * (1 + model.config.num_hidden_layers),
+        desc="rotary knockout",
+        disable=not progress,
+    )
+    try:
+        for start in batches:
+            rows = slice(start, start + batch_size)
+            sums = []
+            for logits in knocked_out_logits(model, ids[rows].to(device)):
+                sums.append(per_row_sums(logits, ids[rows], mask[rows], bayes[rows]))
+                bar.update()
+            runs.append(torch.stack(sums, dim=1))
+    finally:
+        model.train(was_training)
+        bar.close()
+    return torch.cat(runs).numpy()
 
 
 def plot_rotary_knockout(result: dict, path: str | Path, untrained: dict | None = None) -> Path:
