@@ -252,7 +252,8 @@ class RunConfig:
 
     def model_config(self, corpus_config: HMMMixtureConfig | None = None) -> PretrainedConfig:
         """The `model:` section, typed: the model's config, sized to read the corpus (`config_for_corpus`)."""
-        return config_for_corpus(corpus_config or self.corpus_config(), **self.model_sizes())
+        corpus = self.corpus_config() if corpus_config is None else corpus_config
+        return config_for_corpus(corpus, **self.model_sizes())
 
     @property
     def attn_implementation(self) -> str:
