@@ -18,18 +18,30 @@ TRAVELLING = ("configuration_hmm_roformer.py", "modeling_hmm_roformer.py")  # co
 
 def imported_modules(path: Path, root: Path = ROOT) -> list[tuple[int, str]]:
     """(line, absolute module name) of every import in a file; relative ones resolved."""
-    package = ".".join(path.relative_to(root).with_suffix("").parts[:-1])
-    found = []
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-        if isinstance(node, ast.Import):
-            found += [(node.lineno, alias.name) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:  # from . import x / from .module import x
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                found.append((node.lineno, ".".join([*base, node.module] if node.module else base)))
-            else:
-                found.append((node.lineno, node.module))
-    return found
+    package = package_of(path, root)
+    return [
+        (node.lineno, name)
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path)))
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for name in import_names(node, package)
+    ]
+
+
+def package_of(path: Path, root: Path = ROOT) -> str:
+    """The package a file's relative imports start from."""
+    return ".".join(path.relative_to(root).with_suffix("").parts[:-1])
+
+
+def import_names(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
+    """The absolute names of the modules an import statement imports from (relative ones resolved
+    against `package`)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if not node.level:  # from module import x
+        return [node.module]
+    parts = package.split(".")  # from . import x / from .m import x: `level` packages up
+    base = parts[: len(parts) - node.level + 1]
+    return [".".join([*base, node.module] if node.module else base)]
 
 
 def package_modules(package: str) -> list[Path]:
@@ -90,3 +102,78 @@ def test_the_import_reader_sees_imports_inside_functions(tmp_path):
         (2, "modeling_hmmroformer"),
         (4, "probing.capture"),
     ]
+
+
+STUDY_ONLY = {  # a study's records, reports and figures, and the reports across studies
+    "model_cards.study_reports",
+    *(
+        f"modeling_hmmroformer.experiments.{name}"
+        for name in (
+            "aggregate",
+            "study_stages",
+            "study_plots",
+            "diversity",
+            "architectures",
+            "reports",
+            "report_plots",
+        )
+    ),
+}
+
+
+def module_file(name: str) -> Path | None:
+    """The file of one of our modules (a package's `__init__.py`), None for anything else."""
+    path = ROOT.joinpath(*name.split("."))
+    for candidate in (path / "__init__.py", path.with_suffix(".py")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def module_level_imports(path: Path) -> list[str]:
+    """The modules a file imports when it is imported: its imports outside function and class
+    bodies (under `if` and `try` too), `from package import module` as the module too."""
+    package, found, pending = package_of(path), [], list(ast.parse(path.read_text()).body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.If, ast.Try)):
+            pending += [
+                *node.body,
+                *node.orelse,
+                *getattr(node, "handlers", []),
+                *getattr(node, "finalbody", []),
+            ]
+        elif isinstance(node, ast.ExceptHandler):
+            pending += node.body
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = import_names(node, package)
+            found += names
+            if isinstance(node, ast.ImportFrom):
+                found += [f"{names[0]}.{alias.name}" for alias in node.names]
+    return found
+
+
+def loaded_at_import(module: str) -> set[str]:
+    """Our modules that importing `module` loads (its parent packages' imports too)."""
+    loaded, pending = set(), [module]
+    while pending:
+        name = pending.pop()
+        path = module_file(name)
+        if name in loaded or path is None:
+            continue
+        loaded.add(name)
+        pending += [".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)]
+        pending += module_level_imports(path)
+    return loaded
+
+
+def test_a_reproduction_imports_no_study_only_module():
+    """`hmm-reproduce` reads one model's stages: a study's records, report and figures stay out of
+    its imports (`pipeline.stage_plan` imports `study_stages` for a study only)."""
+    reproduction = loaded_at_import("modeling_hmmroformer.experiments.commands.reproduce")
+    assert {"modeling_hmmroformer.experiments.pipeline", "probing.run", "model_cards.render"} <= reproduction
+    assert reproduction & STUDY_ONLY == set()
+    # the reader sees a study module's imports where they are made at import
+    assert {"modeling_hmmroformer.experiments.aggregate", "model_cards.study_reports"} <= loaded_at_import(
+        "modeling_hmmroformer.experiments.study_stages"
+    )
