@@ -194,9 +194,11 @@ def across_seeds_text(stat: dict | None, spec: str = ".3f") -> str:
 
 def floor_effect_text(cell: dict, floor: str) -> str:
     """A claim's effect over one floor (own minus floor) across seeds: "vacuous" for a floor left
-    out, "—" where the floor does not apply."""
+    out, "refused" for one that holds the probed label, "—" where the floor does not apply."""
     if floor in cell["vacuous_floors"]:
         return "vacuous"
+    if floor in cell.get("refused_floors", ()):
+        return "refused (holds the label)"
     effect = cell["floors"].get(floor)
     return "—" if effect is None else across_seeds_text(effect, "+.3f")
 

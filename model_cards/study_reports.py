@@ -43,9 +43,9 @@ def render_study_report(summary: dict, machine: dict) -> str:
 
 
 LEARNER_WORDS = {
-    "mixture": "retrieves (nearest mixture Bayes)",
-    "prior": "infers (nearest prior-level Bayes)",
-    "tied": "tied within the prior-level estimate's spread",
+    "infers": "infers (past the in-context ladder on unseen tasks)",
+    "retrieves": "retrieves (past the ladder on seen tasks only)",
+    "below the ladder": "below the in-context ladder",
     "mixed": "no learner in most seeds",
 }
 VERDICT_ORDER = ("holds", "contradicted", "not testable", "n/a", "undecided")
@@ -57,9 +57,12 @@ def render_diversity_report(summary: dict, figures: dict[str, str]) -> str:
     figure's name to its path beside the report."""
     environment = study_environment()
     environment.filters["nearest"] = lambda n: f"{n['mixture']} / {n['prior']} / {n['tied']}"
+    environment.filters["learners"] = learner_counts_text
     template = environment.from_string(DIVERSITY_REPORT_TEMPLATE.read_text())
     return template.render(
         s=summary,
+        status_line=diversity_status_line(summary),
+        group_name=group_name,
         **summary["setup"],
         sources=summary["sources"],
         splits=("test", "test_unseen"),
@@ -121,6 +124,31 @@ def difference_words(difference: dict, summary: dict) -> str:
     return f"{text} On the ladder and the yardsticks every interval across seeds overlaps the other architecture's."
 
 
+def group_name(group: dict) -> str:
+    """ "K = 512, 4 layers (draws 0, 1)" of a decided group of the diversity report."""
+    draws = ", ".join(str(d) for d in group["draws"])
+    return f"K = {group['num_tasks']}, {group['depth']} layers (draw{'s' if len(group['draws']) > 1 else ''} {draws})"
+
+
+def learner_counts_text(counts: dict[str, int]) -> str:
+    """ "2 infer, 0 retrieve, 4 below the ladder" of a cell's seeds."""
+    return f"{counts['infers']} infer, {counts['retrieves']} retrieve, {counts['below the ladder']} below the ladder"
+
+
+def diversity_status_line(summary: dict) -> str:
+    """The diversity report's first finding in one line: the claims by verdict over every
+    decided group, and how many models past the in-context ladder the layerwise ones read."""
+    labels = [v["verdict"] for g in summary["decided"] for v in g["verdicts"]]
+    counts = ", ".join(f"{labels.count(word)} {word}" for word in VERDICT_ORDER if word in labels)
+    past = sum(g["learners"]["infers"] + g["learners"]["retrieves"] for g in summary["decided"])
+    total = sum(g["num_seeds"] for g in summary["decided"])
+    return (
+        f"**Status:** {len(labels)} verdicts in {len(summary['decided'])} cells (K, depth): {counts}. "
+        f"{past} of {total} models are past the in-context ladder; only theirs count for the layerwise claims "
+        "(Figures 2, 3(a), 3(b)), and a cell measured on one HMM draw decides nothing (the rule: docs/study.md)."
+    )
+
+
 def claims_by_verdict(cell: dict) -> list[tuple[str, list[str]]]:
     """A cell's claims grouped by verdict ("holds", then "contradicted", ...), each as "Fig N: claim"."""
     groups: dict[str, list[str]] = {}
@@ -134,26 +162,20 @@ def claims_by_verdict(cell: dict) -> list[tuple[str, list[str]]]:
 
 
 def render_diversity_status(summary: dict) -> str:
-    """The claims against every cell of the task-diversity study, as one markdown table: each
-    cell's learner on seen / unseen tasks, then each claim's verdict."""
-    cells = summary["cells"]
-    names = [
-        f"K = {c['num_tasks']}, {c['depth']} layers"
-        + (f", draw {c['corpus_seed']}" if c["corpus_seed"] else "")
-        for c in cells
-    ]
-    rows = [
-        [
-            "",
-            "learner, seen / unseen tasks",
-            *[f"{c['learner']['test']} / {c['learner']['test_unseen']}" for c in cells],
-        ]
-    ]
+    """The claims against every decided cell (K, depth) of the task-diversity study, as one
+    markdown table: the cell's models on the in-context ladder, then each claim's verdict."""
+    groups = summary["decided"]
+    rows = [["", "models: infer / retrieve / below the ladder", *[_learner_cell(g) for g in groups]]]
     for index, claim in enumerate(summary["claims"]):
         rows.append(
-            [claim["figure"], claim["claim"], *[f"**{c['verdicts'][index]['label']}**" for c in cells]]
+            [claim["figure"], claim["claim"], *[f"**{g['verdicts'][index]['label']}**" for g in groups]]
         )
-    return markdown_table(["figure", "claim", *names], rows)
+    return markdown_table(["figure", "claim", *[group_name(g) for g in groups]], rows)
+
+
+def _learner_cell(group: dict) -> str:
+    counts = group["learners"]
+    return f"{counts['infers']} / {counts['retrieves']} / {counts['below the ladder']}"
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:

@@ -20,13 +20,14 @@ import numpy as np
 from hmm_datasets.corpus import open_corpus
 
 from . import layout
-from .claims import decide_claims, layer_one, model_statistics, profiles
+from .claims import counted, decide_report, layer_one, model_statistics, profiles
+from .ladder_gate import model_places, past_ladder, places_across_seeds
 from .memory import recorded_memory_equivalent
 from .settings import RunConfig, Settings, differing_settings
 from .verdicts import across_seeds
 from .yardsticks import LEARNERS, YARDSTICKS_JSON, nearest_learner
 
-RECORD_VERSION = 2  # bumped when a record's statistics change: older records are refused
+RECORD_VERSION = 3  # bumped when a record's statistics change: older records are refused
 
 
 def model_record(
@@ -55,6 +56,7 @@ def model_record(
         },
         "kl_bayes_by_test_position": kl_curves_by_test_position(fig1),
         "profiles": splits[0],
+        "other_splits": splits[1:],
         "statistics": model_statistics(splits),
         "layer_one": {network: layer_one(splits[0][network]) for network in ("trained", "twin")},
         "memory": _read(folder / layout.ANALYSIS_FILES["model_memory"]),
@@ -78,9 +80,28 @@ def _read(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
-def verdict_rows(records: list[dict]) -> list[dict]:
-    """One depth's claims decided by the rule (`claims.decide_claims`) from its models' records."""
-    return decide_claims([record["statistics"] for record in records])
+def record_splits(record: dict) -> list[dict]:
+    """The per-split profiles a record keeps: every probe split from version 3, the first only
+    before (version 2 kept one split's profiles and the statistics averaged over three)."""
+    return [record["profiles"], *record.get("other_splits", [])]
+
+
+def counted_statistics(record: dict, ladder: dict | None, draw: int = 0) -> dict[str, dict]:
+    """A record's statistics measured again from its profiles by today's claims, as the rule
+    counts them (`claims.counted`: the layerwise claims only past the in-context ladder, on the
+    corpus's `ladder` facts for unseen tasks; tagged with the corpus `draw`)."""
+    places = model_places(record, ladder)
+    return counted(model_statistics(record_splits(record)), past_ladder(places), draw)
+
+
+def decide_depths(groups: list[list[dict]], ladder: dict | None, draw: int = 0) -> list[list[dict]]:
+    """The claims of every depth (each a list of its records) decided together, Holm across all."""
+    return decide_report([[counted_statistics(r, ladder, draw) for r in records] for records in groups])
+
+
+def ladder_places(records: list[dict], ladder: dict | None) -> dict:
+    """One depth's models on the ladder of each split (`ladder_gate.places_across_seeds`)."""
+    return places_across_seeds([model_places(r, ladder) for r in records])
 
 
 def verdict_table(depths: list[dict]) -> list[dict]:
@@ -274,9 +295,12 @@ def summarize_study(
     spreads = (
         {} if facts is None else {s: c["spread"]["kl_symmetric"] for s, c in facts["convergence"].items()}
     )
+    ladder = None if facts is None else facts.get("ladder")
+    groups = [[r for r in records if r["depth"] == d] for d in dict.fromkeys(r["depth"] for r in records)]
+    verdicts = decide_depths(groups, ladder, corpus.config.seed)
     depths = []
-    for depth in dict.fromkeys(r["depth"] for r in records):  # in the order of the grid
-        mine = [r for r in records if r["depth"] == depth]
+    for mine, decided in zip(groups, verdicts):  # in the order of the grid
+        depth = mine[0]["depth"]
         depths.append(
             {
                 "depth": depth,
@@ -286,7 +310,8 @@ def summarize_study(
                 **ladder_across_seeds([r["ladder"] for r in mine]),
                 "kl_by_demos": kl_by_demos(mine),
                 "kl_by_test_position": kl_by_test_position(mine),
-                "verdicts": verdict_rows(mine),
+                "ladder_places": ladder_places(mine, ladder),
+                "verdicts": decided,
                 "layer_one": layer_one_row(mine),
                 "yardsticks": yardsticks_row(mine, spreads),
                 "memory": memory_row(depth, mine, lemma1),

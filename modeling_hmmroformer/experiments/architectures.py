@@ -8,7 +8,9 @@ Plain data in, plain data out: `scripts/architectures_report.py` reads the folde
 
 from __future__ import annotations
 
-from .diversity import SPLITS, setup_of, study_cells
+from .aggregate import counted_statistics, ladder_places
+from .claims import CLAIMS, decide_report
+from .diversity import SPLITS, learner_of, setup_of, study_cells
 
 ARCHITECTURES_TITLE = "# HMMRoFormer against other architectures"  # the report's first line starts so
 SHARED_SETUP = ("corpus", "training")  # what the compared studies must share
@@ -62,7 +64,11 @@ def summarize_architectures(summaries: list[dict], sources: list[str]) -> dict:
         for cell in study_cells(summary)
         if cell["depth"] in depths
     ]
-    first = cells[0]
+    records = {(s["study"]["name"], r["depth"]): [] for s in summaries for r in s["models"]}
+    for summary in summaries:
+        for record in summary["models"]:
+            records[(summary["study"]["name"], record["depth"])].append(record)
+    ladder = (summaries[0].get("yardsticks") or {}).get("ladder")  # one corpus: one ladder
     return {
         "sources": list(sources),
         "setup": {
@@ -73,17 +79,67 @@ def summarize_architectures(summaries: list[dict], sources: list[str]) -> dict:
         },
         "architectures": [architecture_of(s) for s in summaries],
         "depths": depths,
-        "cells": cells,
+        **decided_architectures(cells, records, ladder),
+    }
+
+
+def decided_architectures(
+    cells: list[dict], records: dict[tuple[str, int], list[dict]], ladder: dict | None
+) -> dict:
+    """The parts of the comparison the rule decides, from the cells and their models' records
+    (`records`: (study, depth) -> records; `ladder`: the corpus's ladder facts on the yardstick
+    rows): each cell's place on the ladder and its claims, decided by the rule with Holm across
+    every claim of the comparison, and what differs."""
+    decided = decide_report(
+        [
+            [counted_statistics(r, ladder, c["corpus_seed"]) for r in records[(c["study"], c["depth"])]]
+            for c in cells
+        ]
+    )
+    placed = []
+    for cell, rows in zip(cells, decided):
+        places = ladder_places(records[(cell["study"], cell["depth"])], ladder)
+        placed.append(
+            {**cell, "ladder_places": places, "learner": learner_of(places["learners"]), "verdicts": rows}
+        )
+    return {
+        "cells": placed,
         "ladder": [
-            {"key": key, "words": words, "better": better, "by_cell": [statistic_at(c, where) for c in cells]}
+            {
+                "key": key,
+                "words": words,
+                "better": better,
+                "by_cell": [statistic_at(c, where) for c in placed],
+            }
             for key, words, where, better in LADDER
         ],
         "claims": [
-            {key: v[key] for key in ("key", "figure", "claim", "statistic", "direction")}
-            for v in first["verdicts"]
+            {
+                "key": c.key,
+                "figure": c.figure,
+                "claim": c.text,
+                "statistic": c.statistic,
+                "direction": c.direction,
+            }
+            for c in CLAIMS
         ],
-        "differences": [differences(depth, [c for c in cells if c["depth"] == depth]) for depth in depths],
+        "differences": [
+            differences(depth, [c for c in placed if c["depth"] == depth])
+            for depth in sorted({c["depth"] for c in placed})
+        ],
     }
+
+
+def redecide_architectures(
+    summary: dict, records: dict[tuple[str, int], list[dict]], ladder: dict | None
+) -> dict:
+    """A committed comparison decided again by today's rule from its models' committed records:
+    every part the rule decides replaced, the rest kept."""
+    kept = [
+        {k: v for k, v in c.items() if k not in ("verdicts", "ladder_places", "learner")}
+        for c in summary["cells"]
+    ]
+    return {**summary, **decided_architectures(kept, records, ladder)}
 
 
 def statistic_at(cell: dict, where: tuple[str, ...]) -> dict | None:

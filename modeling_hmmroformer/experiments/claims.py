@@ -21,10 +21,29 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .verdicts import NA, NOT_TESTABLE, across_seeds, cross_fitted_fall, decide_cell, gain_lead, slope
+from .verdicts import (
+    BELOW_LADDER,
+    MIN_GAIN,
+    NA,
+    NOT_TESTABLE,
+    across_seeds,
+    cross_fitted_fall,
+    decide_cells,
+    gain_lead,
+    slope,
+)
 
-TESTABLE_MARGIN = 0.02  # a previous-token distance is testable when its peak beats the twin's by this
+TESTABLE_MARGIN = 0.02  # a previous-token distance is testable when its peak beats each floor's by this
 NETWORKS = ("trained", "twin", "tokens")
+# The token-only features of records written before the floors were made free of the label
+# (version 2): every block, for the previous-token probes too.
+ALL_TOKEN_BLOCKS = ("current_token", "previous_token", "segment", "offset", "segment_bag")
+# The blocks that hold the token d back (the previous token, for d = 1) or a set that contains it
+# (the bag of the segment's tokens so far): a previous-token floor with one of them is refused.
+LABEL_BLOCKS = {
+    "previous_token": "the previous token",
+    "segment_bag": "the bag of the segment's tokens, the probed one among them",
+}
 
 
 class Missing(Exception):
@@ -103,31 +122,68 @@ def _belief(profile: dict, belief: str, metric: str = "log_r2") -> np.ndarray:
 
 
 def task_rise(profile: dict) -> float:
+    """The task posterior's log-space R² at the last layer minus at layer 1: the rise across
+    layers, layer 1's (a bag of tokens reads the task there) reported apart (`layer_one`)."""
     task = _belief(profile, "task_posterior")
-    return float(task[-1] - task[0])
-
-
-def state_before_task(profile: dict) -> float:
-    return gain_lead(_belief(profile, "state_filter_per_task"), _belief(profile, "task_posterior"))
+    if task.size < 3:
+        raise Missing(NA, "fewer than 2 layers")
+    return float(task[-1] - task[1])
 
 
 def measure_task_rises(nets: dict) -> tuple[float, dict]:
     own, floors = on_twin(task_rise)(nets)
     if nets.get("tokens") is not None:  # the token-only features stand in for the last layer
         floors["tokens"] = float(
-            _belief(nets["tokens"], "task_posterior")[0] - _belief(nets["trained"], "task_posterior")[0]
+            _belief(nets["tokens"], "task_posterior")[0] - _belief(nets["trained"], "task_posterior")[1]
         )
     return own, floors
 
 
+def gains(curve: np.ndarray) -> bool:
+    """Whether a curve over layers 0..L rises at least `MIN_GAIN` above its embeddings."""
+    return bool(curve.max() - curve[0] >= MIN_GAIN)
+
+
+def state_before_task(profile: dict) -> float:
+    return gain_lead(_belief(profile, "state_filter_per_task"), _belief(profile, "task_posterior"))
+
+
+def measure_state_before_task(nets: dict) -> tuple[float, dict]:
+    """Testable only where both of the trained network's curves gain over its embeddings: a flat
+    curve has a share of 1 at every layer, which would make the lead one-sided."""
+    trained = nets["trained"]
+    for belief, words in (("state_filter_per_task", "state filter"), ("task_posterior", "task posterior")):
+        if not gains(_belief(trained, belief)):
+            raise Missing(NOT_TESTABLE, f"the {words} gains nothing over the embeddings")
+    return on_twin(state_before_task)(nets)
+
+
 def _previous(profile: dict, curve: str = "all") -> dict[int, np.ndarray]:
     """distance -> accuracy over layers (`curve` "all") or over layers on each half of the
-    probe-test rows ("halves": `[2, layers]`)."""
+    probe-test rows, each half scored by a probe fitted on its own half of the probe-train rows
+    ("halves_apart": `[2, layers]`)."""
     tokens = _need(profile, "previous_tokens", "no previous-token probes")
+    if any(curve not in v for v in tokens.values()):
+        raise Missing(NA, "both halves scored by one probe (a version-2 record)")
     return {
         int(d): np.asarray(v[curve], dtype=float)
         for d, v in sorted(tokens.items(), key=lambda kv: int(kv[0]))
     }
+
+
+def label_in_floor(tokens: dict) -> str | None:
+    """What in the token-only floor's previous-token features holds the probed token (None: it
+    holds none): the features a record names, every block for a record that names none."""
+    blocks = tokens.get("features", {}).get("previous_tokens", ALL_TOKEN_BLOCKS)
+    held = [words for block, words in LABEL_BLOCKS.items() if block in blocks]
+    return "; ".join(held) or None
+
+
+def previous_token_floor(nets: dict) -> dict | None:
+    """The token-only profile as a floor of the previous-token claims: None when absent or when
+    its features hold the probed label (`label_in_floor`), which no network could beat."""
+    tokens = nets.get("tokens")
+    return None if tokens is None or label_in_floor(tokens) is not None else tokens
 
 
 def measure_falls_with_distance(nets: dict) -> tuple[float, dict]:
@@ -136,22 +192,28 @@ def measure_falls_with_distance(nets: dict) -> tuple[float, dict]:
         return float(peaks[0] - peaks[-1])
 
     own, floors = on_twin(statistic)(nets)
-    if nets.get("tokens") is not None:
-        floors["tokens"] = statistic(nets["tokens"])
+    if nets.get("tokens") is not None:  # refused (None) when it holds the label
+        floor = previous_token_floor(nets)
+        floors["tokens"] = None if floor is None else statistic(floor)
     return own, floors
 
 
 def testable_distances(nets: dict, needed: int) -> list[int]:
-    """The distances whose peak accuracy lies at least `TESTABLE_MARGIN` above the twin's;
-    `Missing` (not testable) when fewer than `needed`."""
+    """The distances whose peak accuracy lies at least `TESTABLE_MARGIN` above the twin's peak and
+    above the token-only floor's; `Missing` (not testable) when fewer than `needed`, or when
+    there is no token-only floor free of the label to test them against."""
     if nets.get("twin") is None:
         raise Missing(NA, "no untrained twin")
-    trained, twin = _previous(nets["trained"]), _previous(nets["twin"])
-    found = [d for d in trained if trained[d].max() - twin[d].max() >= TESTABLE_MARGIN]
+    floor = previous_token_floor(nets)
+    if floor is None:
+        raise Missing(NOT_TESTABLE, "no token-only floor free of the probed token")
+    trained, twin, tokens = _previous(nets["trained"]), _previous(nets["twin"]), _previous(floor)
+    found = [d for d in trained if trained[d].max() - max(twin[d].max(), tokens[d].max()) >= TESTABLE_MARGIN]
     if len(found) < needed:
         raise Missing(
             NOT_TESTABLE,
-            f"{len(found)} distance{'s' if len(found) != 1 else ''} peak {TESTABLE_MARGIN} above the twin, {needed} needed",
+            f"{len(found)} distance{'s' if len(found) != 1 else ''} peak {TESTABLE_MARGIN} above the twin "
+            f"and the token-only floor, {needed} needed",
         )
     return found
 
@@ -160,7 +222,7 @@ def measure_rises_then_falls(nets: dict) -> tuple[float, dict]:
     distances = testable_distances(nets, 1)
 
     def statistic(profile: dict) -> float:
-        halves = _previous(profile, "halves")
+        halves = _previous(profile, "halves_apart")
         return float(np.mean([cross_fitted_fall(*halves[d]) for d in distances]))
 
     return statistic(nets["trained"]), {"twin": statistic(nets["twin"])}
@@ -213,7 +275,7 @@ CLAIMS = (
         "task_rises",
         "3(a)",
         "the task posterior becomes linearly decodable across layers",
-        "log-space R² of the task posterior on demonstration 1, last layer minus embeddings",
+        "log-space R² of the task posterior on demonstration 1, last layer minus layer 1",
         1,
         measure_task_rises,
     ),
@@ -221,9 +283,9 @@ CLAIMS = (
         "state_before_task",
         "3(a)",
         "the hidden state is decoded before the task",
-        "mean share of gain over layers 1..L on demonstration 1, state filter (per task) minus task posterior",
+        "layers by which the state filter (per task) reaches its gain before the task posterior, demonstration 1",
         1,
-        on_twin(state_before_task),
+        measure_state_before_task,
     ),
     Claim(
         "falls_with_distance",
@@ -245,7 +307,7 @@ CLAIMS = (
         "peak_moves_up",
         "3(b)",
         "the layer decoding a token moves up with its distance",
-        "mean share of gain over layers 1..L, nearest minus farthest testable token",
+        "layers by which the nearest testable token reaches its gain before the farthest",
         1,
         measure_peak_moves_up,
     ),
@@ -266,10 +328,33 @@ def model_statistics(splits: list[dict]) -> dict[str, dict]:
         floors = sorted(set.intersection(*(set(f["floors"]) for f in found)))
         out[claim.key] = {
             "own": float(np.mean([f["own"] for f in found])),
-            "floors": {name: float(np.mean([f["floors"][name] for f in found])) for name in floors},
+            "floors": {name: _split_mean([f["floors"][name] for f in found]) for name in floors},
             "missing": None,
             "own_by_split": [f["own"] for f in found],
         }
+    return out
+
+
+def _split_mean(values: list[float | None]) -> float | None:
+    """The mean over probe splits of a floor's statistic; None (refused) when any split refused it."""
+    return None if any(v is None for v in values) else float(np.mean(values))
+
+
+def counted(statistics: dict[str, dict], past_ladder: bool, draw: int = 0) -> dict[str, dict]:
+    """A model's statistics (`model_statistics`) as the rule counts them, tagged with its corpus
+    draw: Figure 1's behavioural claims always, the layerwise ones (Figures 2, 3(a), 3(b)) only
+    for a model past the in-context ladder (`ladder_gate`); below it they are not testable."""
+    out = {}
+    for claim in CLAIMS:
+        statistic = statistics[claim.key]
+        if not past_ladder and claim.figure != "1":
+            statistic = {
+                "own": None,
+                "floors": {},
+                "missing": {"kind": NOT_TESTABLE, "why": BELOW_LADDER},
+                "own_by_split": [],
+            }
+        out[claim.key] = {**statistic, "draw": draw}
     return out
 
 
@@ -335,21 +420,39 @@ def profiles(figure1: dict | None, probes: dict, knockout: dict | None, depth: i
 
 
 def layer_one(profile: dict) -> dict:
-    """What Figure 2's slopes leave out: layer 1's position-only change and knock-out damage."""
+    """What the slopes and the task's rise leave out: layer 1's position-only change, knock-out
+    damage and rise of the task posterior's log-space R² over the embeddings."""
     knockout, shuffle = profile.get("knockout_nll"), profile.get("shuffle_position_only")
+    task = ((profile.get("beliefs") or {}).get("task_posterior") or {}).get("log_r2")
     return {
         "shuffle_position_only": None if shuffle is None else shuffle[0],
         "knockout_nll": None if knockout is None else knockout[0],
+        "task_rise": None if task is None or len(task) < 2 else float(task[1] - task[0]),
     }
 
 
 # ---- deciding --------------------------------------------------------------------------------------
 def decide_claims(per_seed: list[dict[str, dict]]) -> list[dict]:
-    """Every claim of one cell decided by the rule (`verdicts.decide_cell`) from the
-    `model_statistics` of each seed: per claim its words, its tests and verdict, and the spread
-    of its own statistic across probe splits (max minus min, across seeds; none for Figures 1 and
-    2, which read no probe)."""
-    decided = decide_cell([([seed[claim.key] for seed in per_seed], claim.direction) for claim in CLAIMS])
+    """The claims of one cell, as the only cell of its report (`decide_report`)."""
+    return decide_report([per_seed])[0]
+
+
+def decide_report(cells: list[list[dict[str, dict]]]) -> list[list[dict]]:
+    """Every claim of every cell of a report decided by the rule (`verdicts.decide_cells`, Holm
+    across all of them), from each cell's per-seed statistics (`model_statistics`, or `counted`
+    with the ladder gate and the draw): per cell, per claim its words, its tests and verdict,
+    and the spread of its own statistic across probe splits (max minus min, across seeds; none
+    for Figures 1 and 2, which read no probe)."""
+    decided = decide_cells(
+        [
+            [([seed[claim.key] for seed in per_seed], claim.direction) for claim in CLAIMS]
+            for per_seed in cells
+        ]
+    )
+    return [claim_rows(per_seed, rows) for per_seed, rows in zip(cells, decided)]
+
+
+def claim_rows(per_seed: list[dict[str, dict]], decided: list[dict]) -> list[dict]:
     rows = []
     for claim, tests in zip(CLAIMS, decided):
         spreads = [

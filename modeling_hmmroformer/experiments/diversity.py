@@ -1,15 +1,20 @@
-"""The task-diversity study across K: every cell (a corpus of K HMMs and a depth) placed on its
-yardsticks, with its claims decided, gathered from the studies' own summaries
-(`aggregate.summarize_study`: each study folder's results.json) into one summary; and what
-the corpus draw moves (`diversity-512` against `diversity-512-draw1`: the same prior and K,
-another parameter seed).
+"""The task-diversity study across K: every study cell (a corpus draw of K HMMs and a depth)
+placed on its yardsticks and its in-context ladder, gathered from the studies' own summaries
+(`aggregate.summarize_study`: each study folder's results.json, with its models' records); the
+claims decided per (K, depth) over every draw measured there, seeds nested in draws, Holm across
+every claim of the report (`decide_groups`); and what the corpus draw moves (`diversity-512`
+against `diversity-512-draw1`: the same prior and K, another parameter seed).
 
 Plain data in, plain data out: `scripts/diversity_report.py` reads the folders and writes.
 """
 
 from __future__ import annotations
 
+from .aggregate import counted_statistics, ladder_places, record_splits
+from .claims import CLAIMS, decide_report, model_statistics
+from .ladder_gate import LEARNERS
 from .settings import HMM_ROFORMER, PRESETS
+from .verdicts import across_seeds
 
 DIVERSITY_TITLE = "# Retrieval or inference?"  # the report's first line starts so
 SPLITS = ("test", "test_unseen")  # seen tasks, unseen tasks
@@ -46,19 +51,66 @@ def study_cells(summary: dict) -> list[dict]:
             "yardsticks": d["yardsticks"],
             "prior_spread": {split: c["spread"]["kl_symmetric"] for split, c in convergence.items()},
             "prior_label": {split: c["label"] for split, c in convergence.items()},
-            "verdicts": d["verdicts"],
             "seconds": d["seconds"],
         }
         for d in summary["depths"]
     ]
 
 
-def learner_of(nearest: dict[str, int]) -> str:
-    """The learner most of a cell's seeds are nearest ("mixture" or "prior"), "tied" when most
-    seeds are tied, "mixed" when no kind has more than half of the seeds."""
-    total = sum(nearest.values())
-    winner = max(nearest, key=nearest.get)
-    return winner if 2 * nearest[winner] > total else "mixed"
+def learner_of(counts: dict[str, int]) -> str:
+    """The learner (`ladder_gate.LEARNERS`) more than half of a cell's seeds are, "mixed" when
+    none is."""
+    total = sum(counts.values())
+    winner = max(counts, key=counts.get)
+    return winner if 2 * counts[winner] > total else "mixed"
+
+
+def place_cell(cell: dict, records: list[dict], ladder: dict | None) -> dict:
+    """A study cell with its models' place on the ladder (`aggregate.ladder_places`), its learner,
+    and each claim's own statistic across its seeds, as today's claims measure it from the
+    records (what the corpus draw moves, `draw_spread`)."""
+    places = ladder_places(records, ladder)
+    statistics = [model_statistics(record_splits(r)) for r in records]
+    return {
+        **cell,
+        "ladder_places": places,
+        "learner": learner_of(places["learners"]),
+        "own": {claim.key: across_seeds([s[claim.key]["own"] for s in statistics]) for claim in CLAIMS},
+    }
+
+
+def decide_groups(cells: list[dict], records: dict[tuple[str, int], list[dict]], ladders: dict) -> list[dict]:
+    """The claims decided per (K, depth) over the study cells measured there (`cells`, placed;
+    `records`: (study, depth) -> its models' records; `ladders`: study -> its corpus's ladder
+    facts on the yardstick rows, None where not measured), seeds nested in corpus draws, Holm
+    across every claim of every group (`claims.decide_report`)."""
+    groups: dict[tuple[int, int], list[dict]] = {}
+    for cell in cells:
+        groups.setdefault((cell["num_tasks"], cell["depth"]), []).append(cell)
+    per_seed = [
+        [
+            counted_statistics(r, ladders.get(c["study"]), c["corpus_seed"])
+            for c in members
+            for r in records[(c["study"], c["depth"])]
+        ]
+        for members in groups.values()
+    ]
+    decided = decide_report(per_seed)
+    out = []
+    for (num_tasks, depth), members, rows in zip(groups, groups.values(), decided):
+        learners = {name: sum(c["ladder_places"]["learners"][name] for c in members) for name in LEARNERS}
+        out.append(
+            {
+                "num_tasks": num_tasks,
+                "depth": depth,
+                "draws": [c["corpus_seed"] for c in members],
+                "studies": [c["study"] for c in members],
+                "num_seeds": sum(len(c["seeds"]) for c in members),
+                "learners": learners,
+                "verdicts": rows,
+            }
+        )
+    return out
 
 
 def draw_spread(first: dict, second: dict) -> dict:
@@ -73,7 +125,7 @@ def draw_spread(first: dict, second: dict) -> dict:
             "half_widths": [half_width(a), half_width(b)],
         }
 
-    claims = {va["key"]: row(va["own"], vb["own"]) for va, vb in zip(first["verdicts"], second["verdicts"])}
+    claims = {key: row(first["own"][key], second["own"][key]) for key in first["own"]}
     cell = {name: row(first[name], second[name]) for name in DRAWN_STATISTICS}
     for split in SPLITS:
         for name in ("mixture", "prior"):
@@ -107,8 +159,9 @@ def setup_of(summary: dict, section: str) -> dict:
 
 def summarize_diversity(summaries: list[dict], sources: list[str]) -> dict:
     """The cross-K summary of the studies' summaries (`sources`: where each came from, named in
-    errors). A cell given twice, a study that is not a diversity study, or studies whose models
-    or training differ, are refused."""
+    errors), with their models' records (`models`) and their corpora's ladder facts. A cell
+    given twice, a study that is not a diversity study, or studies whose models or training
+    differ, are refused."""
     if not summaries:
         raise ValueError("no study given: name the folders of one or more diversity studies")
     cells, seen = [], {}
@@ -130,11 +183,12 @@ def summarize_diversity(summaries: list[dict], sources: list[str]) -> dict:
                 )
             seen[key] = source
             cells.append(cell)
-    order = {key: index for index, key in enumerate(planned_cells())}
-    cells.sort(key=lambda c: order.get((c["study"], c["depth"]), len(order)))
-    for cell in cells:
-        cell["learner"] = {split: learner_of(cell["yardsticks"][split]["nearest"]) for split in SPLITS}
-    first = next(c for c in cells if c["verdicts"]) if cells else None
+    records = {
+        (s["study"]["name"], depth): [r for r in s["models"] if r["depth"] == depth]
+        for s in summaries
+        for depth in {r["depth"] for r in s["models"]}
+    }
+    ladders = {s["study"]["name"]: (s.get("yardsticks") or {}).get("ladder") for s in summaries}
     return {
         "sources": list(sources),
         "setup": {
@@ -147,12 +201,45 @@ def summarize_diversity(summaries: list[dict], sources: list[str]) -> dict:
         "missing": [
             f"{study} at {depth} layers" for study, depth in planned_cells() if (study, depth) not in seen
         ],
-        "claims": [
-            {key: v[key] for key in ("key", "figure", "claim", "statistic", "direction")}
-            for v in (first["verdicts"] if first else [])
-        ],
-        "draw_spreads": draw_spreads(cells),
+        **decided_summary(cells, records, ladders),
     }
+
+
+def decided_summary(cells: list[dict], records: dict[tuple[str, int], list[dict]], ladders: dict) -> dict:
+    """The parts of the cross-K summary the rule decides, from the study cells and their models'
+    records: the cells placed on their ladders (`place_cell`) in the planned order, the claims,
+    the groups decided (`decide_groups`) and what the corpus draw moves."""
+    order = {key: index for index, key in enumerate(planned_cells())}
+    placed = sorted(
+        (place_cell(c, records[(c["study"], c["depth"])], ladders.get(c["study"])) for c in cells),
+        key=lambda c: order.get((c["study"], c["depth"]), len(order)),
+    )
+    return {
+        "cells": placed,
+        "claims": [
+            {
+                "key": c.key,
+                "figure": c.figure,
+                "claim": c.text,
+                "statistic": c.statistic,
+                "direction": c.direction,
+            }
+            for c in CLAIMS
+        ],
+        "decided": decide_groups(placed, records, ladders),
+        "draw_spreads": draw_spreads(placed),
+    }
+
+
+def redecide_diversity(summary: dict, records: dict[tuple[str, int], list[dict]], ladders: dict) -> dict:
+    """A committed cross-K summary decided again by today's rule from its models' committed
+    records (`records`: (study, depth) -> records; `ladders`: study -> its corpus's ladder facts
+    on the yardstick rows): every part the rule decides replaced, the rest kept."""
+    kept = [{k: v for k, v in c.items() if k not in PLACED_KEYS} for c in summary["cells"]]
+    return {**summary, **decided_summary(kept, records, ladders)}
+
+
+PLACED_KEYS = ("verdicts", "learner", "ladder_places", "own")  # what a decision adds to a cell
 
 
 def draw_spreads(cells: list[dict]) -> list[dict]:
@@ -172,10 +259,9 @@ def draw_spreads(cells: list[dict]) -> list[dict]:
 
 
 def claim_against_k(summary: dict, key: str) -> dict[int, list[dict]]:
-    """Per depth, the cells of draw 0 in order of K with claim `key`'s row: what its figure plots."""
+    """Per depth, the decided groups in order of K with claim `key`'s row: what its figure plots."""
     out: dict[int, list[dict]] = {}
-    for cell in sorted(summary["cells"], key=lambda c: c["num_tasks"]):
-        if cell["corpus_seed"] == 0:
-            row = next(v for v in cell["verdicts"] if v["key"] == key)
-            out.setdefault(cell["depth"], []).append({"num_tasks": cell["num_tasks"], **row})
+    for group in sorted(summary["decided"], key=lambda g: g["num_tasks"]):
+        row = next(v for v in group["verdicts"] if v["key"] == key)
+        out.setdefault(group["depth"], []).append({"num_tasks": group["num_tasks"], **row})
     return out

@@ -33,29 +33,45 @@ def other_draws(summary: dict, depth: int) -> list[dict]:
 
 
 def k_axis(ax, ks: list[int]) -> None:
+    ax.set_xlim(min(ks) / 1.5, max(ks) * 1.5)  # an axis with no point (every cell not testable) too
     ax.set_xscale("log", base=2)
     ax.set_xticks(ks, [str(k) for k in ks])
     ax.set_xlabel("K, HMMs in the training mixture")
 
 
 def plot_claim_against_k(summary: dict, key: str, path: Path) -> None:
-    """One claim across K: its own statistic (left) and its effects over the floors (right), one
-    line per depth, 95% intervals across seeds; the zero line is "no such pattern"."""
+    """One claim across K: every model's own statistic (left: each corpus draw's cells, draw 0
+    filled, past the ladder or not) and the decided effects over the floors (right: models past
+    the ladder, draws pooled), one line per depth, 95% intervals across seeds; the zero line is
+    "no such pattern"."""
     plt = pyplot()
     fig, (own_ax, floor_ax) = plt.subplots(1, 2, figsize=(10, 3.6))
     claim = next(c for c in summary["claims"] if c["key"] == key)
     ks = sorted({c["num_tasks"] for c in summary["cells"]})
     for index, (depth, rows) in enumerate(claim_against_k(summary, key).items()):
-        x = [r["num_tasks"] for r in rows]
         color = f"C{index}"
-        interval_bars(own_ax, x, [r["own"] for r in rows], color=color, label=f"{depth} layers")
+        first = sorted(
+            (c for c in summary["cells"] if c["depth"] == depth and c["corpus_seed"] == 0),
+            key=lambda c: c["num_tasks"],
+        )
+        interval_bars(
+            own_ax,
+            [c["num_tasks"] for c in first],
+            [c["own"][key] for c in first],
+            color=color,
+            label=f"{depth} layers",
+        )
         for cell in other_draws(summary, depth):
-            row = next(v for v in cell["verdicts"] if v["key"] == key)
             label = f"{depth} layers, corpus draw {cell['corpus_seed']}"
-            interval_bars(own_ax, [cell["num_tasks"]], [row["own"]], color=color, mfc="none", label=label)
+            interval_bars(
+                own_ax, [cell["num_tasks"]], [cell["own"][key]], color=color, mfc="none", label=label
+            )
+        x = [r["num_tasks"] for r in rows]
         for floor, (line, name) in FLOOR_LINES.items():
-            effects = [r["floors"].get(floor) for r in rows]
-            if all(e is not None for e in effects):
+            effects = [
+                r["floors"].get(floor) or {"mean": None, "ci_low": None, "ci_high": None} for r in rows
+            ]
+            if any(e["mean"] is not None for e in effects):
                 interval_bars(floor_ax, x, effects, color=color, ls=line, label=f"{depth} layers, {name}")
     sign = "+" if claim["direction"] > 0 else "−"
     for ax, ylabel in (

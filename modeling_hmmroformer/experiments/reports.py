@@ -18,8 +18,8 @@ from model_cards.study_reports import (
 )
 
 from . import layout
-from .architectures import ARCHITECTURES_TITLE, summarize_architectures
-from .diversity import DIVERSITY_TITLE, summarize_diversity
+from .architectures import ARCHITECTURES_TITLE, redecide_architectures, summarize_architectures
+from .diversity import DIVERSITY_TITLE, redecide_diversity, summarize_diversity
 from .pipeline import machine_description
 from .report_plots import ARCHITECTURES_FIGURE, is_diversity_figure, plot_architectures, plot_diversity
 
@@ -41,12 +41,73 @@ def write_diversity_report(studies: list[Path], out: Path, readme: str | os.Path
     figures/ in `out`, and the status table of `readme` (between its marker lines) when given.
     Everything is checked before anything is written; returns the report's path."""
     summary = summarize_diversity(read_study_summaries(studies), [str(folder) for folder in studies])
+    return write_diversity_summary(summary, out, readme)
+
+
+def committed_report(folder: Path) -> tuple[dict, dict[tuple[str, int], list[dict]], dict]:
+    """A committed report folder across studies (`results/diversity`, `results/architectures`):
+    its results.json, its models' records by (study, depth) and each study's ladder facts on the
+    yardstick rows (None where not measured), read from where its `decided_from` names them
+    (paths from `folder`; by default `<study>/models` and `<study>/yardsticks.json`);
+    `ValueError` naming what is missing."""
+    path = folder / layout.RESULTS_JSON
+    if not path.is_file():
+        raise ValueError(
+            f"{folder} has no {layout.RESULTS_JSON}: give a folder a report across studies wrote"
+        )
+    summary = json.loads(path.read_text())
+    studies = list(dict.fromkeys(c["study"] for c in summary["cells"]))
+    sources = summary.get("decided_from") or decided_from(studies)
+    records: dict[tuple[str, int], list[dict]] = {}
+    ladders: dict[str, dict | None] = {}
+    for study in studies:
+        files = sorted((folder / sources["records"][study]).glob("*.json"))
+        if not files:
+            raise ValueError(
+                f"{folder / sources['records'][study]} holds no records: the report is decided from them"
+            )
+        for record in sorted((json.loads(f.read_text()) for f in files), key=lambda r: r["seed"]):
+            records.setdefault((study, record["depth"]), []).append(record)
+        facts = folder / sources["yardsticks"][study]
+        ladders[study] = json.loads(facts.read_text()).get("ladder") if facts.is_file() else None
+    return {**summary, "decided_from": sources}, records, ladders
+
+
+def decided_from(studies: list[str]) -> dict:
+    """Where a report's records and ladders are, from its folder: `<study>/models` and
+    `<study>/yardsticks.json` (the layout `scripts/study.py --records` leaves in a report folder)."""
+    return {
+        "records": {study: f"{study}/models" for study in studies},
+        "yardsticks": {study: f"{study}/yardsticks.json" for study in studies},
+    }
+
+
+def redecide_diversity_report(folder: Path, readme: str | os.PathLike | None = None) -> Path:
+    """A committed cross-K report decided again by today's rule from its committed records
+    (`committed_report`), rewritten in place (and `readme`'s status table when given)."""
+    summary = redecide_diversity(*committed_report(folder))
+    return write_diversity_summary(summary, folder, readme, summary.get("machine"))
+
+
+def redecide_architectures_report(folder: Path) -> Path:
+    """A committed architecture comparison decided again by today's rule from its committed
+    records (`committed_report`; one corpus, so one ladder), rewritten in place."""
+    summary, records, ladders = committed_report(folder)
+    summary = redecide_architectures(summary, records, next(iter(ladders.values())))
+    return write_architectures_summary(summary, folder, summary.get("machine"))
+
+
+def write_diversity_summary(
+    summary: dict, out: Path, readme: str | os.PathLike | None = None, machine: dict | None = None
+) -> Path:
+    """REPORT.md, results.json and figures/ of a cross-K summary in `out`, and the status table
+    of `readme` when given; `machine`: where its studies ran (this machine by default)."""
     readme_text = None
     if readme is not None:
         readme_text = replace_marked_block(Path(readme).read_text(), render_diversity_status(summary))
     check_report_folder(out, DIVERSITY_TITLE, is_diversity_figure)
     figures = write_report_figures(out, lambda staging: plot_diversity(summary, staging))
-    summary["figures"], summary["machine"] = figures, machine_description()
+    summary["figures"], summary["machine"] = figures, machine or machine_description()
     layout.write_json(out / layout.RESULTS_JSON, summary)
     layout.write_text(out / layout.REPORT_MD, render_diversity_report(summary, figures))
     if readme_text is not None:
@@ -58,9 +119,14 @@ def write_architectures_report(studies: list[Path], out: Path) -> Path:
     """The architecture comparison from the studies' folders: REPORT.md, results.json and
     figures/ in `out`, everything checked before anything is written; returns the report's path."""
     summary = summarize_architectures(read_study_summaries(studies), [str(folder) for folder in studies])
+    return write_architectures_summary(summary, out)
+
+
+def write_architectures_summary(summary: dict, out: Path, machine: dict | None = None) -> Path:
+    """REPORT.md, results.json and figures/ of an architecture comparison in `out`."""
     check_report_folder(out, ARCHITECTURES_TITLE, lambda name: name == ARCHITECTURES_FIGURE)
     figures = write_report_figures(out, lambda staging: plot_architectures(summary, staging))
-    summary["figures"], summary["machine"] = figures, machine_description()
+    summary["figures"], summary["machine"] = figures, machine or machine_description()
     layout.write_json(out / layout.RESULTS_JSON, summary)
     layout.write_text(out / layout.REPORT_MD, render_architectures_report(summary, figures))
     return out / layout.REPORT_MD

@@ -31,14 +31,14 @@ def refuse(error: BaseException | str) -> int:
     return 2
 
 
-def write_report(write: Callable[[], object], studies: int) -> int:
-    """`write()` (a report from `studies` study folders; it returns the report's path), then where
-    it went; bad input refused in one line (`refuse`)."""
+def write_report(write: Callable[[], object], source: str) -> int:
+    """`write()` (a report; it returns the report's path), then where it went and what from
+    (`source`, e.g. "4 studies"); bad input refused in one line (`refuse`)."""
     try:
         report = write()
     except (ValueError, OSError) as error:
         return refuse(error)
-    print(f"{report} written from {studies} studies.")
+    print(f"{report} written from {source}.")
     return 0
 
 

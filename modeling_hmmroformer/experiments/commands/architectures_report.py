@@ -16,17 +16,32 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..reports import write_architectures_report
+from ..reports import redecide_architectures_report, write_architectures_report
 from . import Parser, write_report
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = Parser(description=__doc__)
-    parser.add_argument("studies", nargs="+", help="study folders (each with the results.json of its report)")
+    parser.add_argument("studies", nargs="*", help="study folders (each with the results.json of its report)")
     parser.add_argument("--out", default="results/architectures", help="report folder (default: %(default)s)")
+    parser.add_argument(
+        "--redecide",
+        metavar="FOLDER",
+        help="a committed comparison to decide again from its records, where its results.json's "
+        "decided_from names them (give no study folders)",
+    )
     args = parser.parse_args(argv)
+    if args.redecide is not None:
+        if args.studies:
+            parser.error("--redecide reads the committed records: give no study folders with it")
+        return write_report(
+            lambda: redecide_architectures_report(Path(args.redecide)), "its committed records"
+        )
+    if not args.studies:
+        parser.error("give the study folders to compare, or --redecide FOLDER")
     return write_report(
-        lambda: write_architectures_report([Path(s) for s in args.studies], Path(args.out)), len(args.studies)
+        lambda: write_architectures_report([Path(s) for s in args.studies], Path(args.out)),
+        f"{len(args.studies)} studies",
     )
 
 

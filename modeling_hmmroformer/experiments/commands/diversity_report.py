@@ -10,6 +10,12 @@ hold where; per cell its place on the yardsticks and its verdict table; what the
 moves; wall times), results.json (every number of it) and figures/ (each claim's statistic
 against K, KL to each yardstick against K). With --readme, the status table between that
 file's "diversity status" marker lines is rewritten from the same numbers.
+
+    python scripts/diversity_report.py --redecide results/diversity --readme README.md
+
+decides a committed report again by today's rule (docs/study.md) from its committed records
+(`<folder>/<study>/models/*.json`, the ladder in `<folder>/<study>/yardsticks.json`), without
+the study folders, and rewrites it in place.
 """
 
 from __future__ import annotations
@@ -17,21 +23,34 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..reports import write_diversity_report
+from ..reports import redecide_diversity_report, write_diversity_report
 from . import Parser, write_report
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = Parser(description=__doc__)
-    parser.add_argument("studies", nargs="+", help="study folders (each with the results.json of its report)")
+    parser.add_argument("studies", nargs="*", help="study folders (each with the results.json of its report)")
+    parser.add_argument(
+        "--redecide",
+        metavar="FOLDER",
+        help="a committed report folder to decide again from its records (give no study folders)",
+    )
     parser.add_argument("--out", default="results/diversity", help="report folder (default: %(default)s)")
     parser.add_argument(
         "--readme", help="a markdown file whose diversity status table to rewrite (default: none)"
     )
     args = parser.parse_args(argv)
+    if args.redecide is not None:
+        if args.studies:
+            parser.error("--redecide reads the committed records: give no study folders with it")
+        return write_report(
+            lambda: redecide_diversity_report(Path(args.redecide), args.readme), "its committed records"
+        )
+    if not args.studies:
+        parser.error("give the study folders to report, or --redecide FOLDER")
     return write_report(
         lambda: write_diversity_report([Path(s) for s in args.studies], Path(args.out), args.readme),
-        len(args.studies),
+        f"{len(args.studies)} studies",
     )
 
 
