@@ -143,33 +143,84 @@ def position_group_mask(layout: SampleLayout) -> np.ndarray:
     return np.stack([masks[group] & observation for group in POSITION_GROUPS])
 
 
+TOKEN_BLOCKS = ("current_token", "previous_token", "segment", "offset", "segment_bag")
+# The previous-token probes' token-only floor: neither the previous token nor the bag of the
+# segment's tokens (which holds the token d back among its members), so it does not hold the answer.
+PREVIOUS_TOKEN_FLOOR = ("current_token", "segment", "offset")
+
+
 def token_features(
-    input_ids: np.ndarray, positions: np.ndarray, layout: SampleLayout, vocab_size: int
+    input_ids: np.ndarray,
+    positions: np.ndarray,
+    layout: SampleLayout,
+    vocab_size: int,
+    blocks: tuple[str, ...] = TOKEN_BLOCKS,
 ) -> np.ndarray:
     """`[R, P, F]` float32: the token-only baseline's features at `positions [R, P]` of the rows
     `input_ids [R, L]` (observations 0..V-1, the delimiter V = `vocab_size`): nothing but local
-    token information, the blocks concatenated in this order
+    token information, the `blocks` named (`token_blocks`; default: all of them) concatenated in
+    the order named. All of them, in this order:
 
-    - the current token, one-hot (V + 1: the observations and the delimiter);
-    - the previous token, one-hot (V + 2: the observations, the delimiter, "none" at position 0);
-    - the segment (`layout.segment_ids()`), one-hot (N + 1);
-    - the offset in the segment (`layout.position_in_segment()`), one-hot (max(n + 1, T));
-    - the bag of the segment's observations up to and including the position, as frequencies
-      (V, summing to 1, or zeros before the first observation); a delimiter ends its
+    - `current_token`: the current token, one-hot (V + 1: the observations and the delimiter);
+    - `previous_token`: the previous token, one-hot (V + 2: the observations, the delimiter,
+      "none" at position 0);
+    - `segment`: the segment (`layout.segment_ids()`), one-hot (N + 1);
+    - `offset`: the offset in the segment (`layout.position_in_segment()`), one-hot
+      (max(n + 1, T));
+    - `segment_bag`: the bag of the segment's observations up to and including the position, as
+      frequencies (V, summing to 1, or zeros before the first observation); a delimiter ends its
       demonstration and sees all of it, and is not counted itself.
     """
+    return np.concatenate(list(token_blocks(input_ids, positions, layout, vocab_size, blocks).values()), -1)
+
+
+def token_blocks(
+    input_ids: np.ndarray,
+    positions: np.ndarray,
+    layout: SampleLayout,
+    vocab_size: int,
+    blocks: tuple[str, ...] = TOKEN_BLOCKS,
+) -> dict[str, np.ndarray]:
+    """`name -> [R, P, F_name]` float32: the named blocks of `token_features`, in the order named."""
+    unknown = [name for name in blocks if name not in TOKEN_BLOCKS]
+    if unknown or not blocks or len(set(blocks)) != len(blocks):
+        raise ValueError(
+            f"blocks={tuple(blocks)!r}: name each token-feature block at most once, from {TOKEN_BLOCKS}."
+        )
     ids, at = np.asarray(input_ids).astype(np.int64), np.asarray(positions).astype(np.int64)
     check_token_ids(ids, vocab_size)
     segment, offset = layout.segment_ids().astype(np.int64), layout.position_in_segment()
-    previous = np.concatenate([np.full((ids.shape[0], 1), vocab_size + 1), ids[:, :-1]], 1)
-    blocks = [
-        one_hot(np.take_along_axis(ids, at, 1), vocab_size + 1),
-        one_hot(np.take_along_axis(previous, at, 1), vocab_size + 2),
-        one_hot(segment[at], layout.num_demos + 1),
-        one_hot(offset[at], max(layout.demo_length + 1, layout.test_length)),
-        segment_bags(ids, at, layout, vocab_size),
-    ]
-    return np.concatenate(blocks, -1)
+    makers = {
+        "current_token": lambda: one_hot(np.take_along_axis(ids, at, 1), vocab_size + 1),
+        "previous_token": lambda: one_hot(
+            np.take_along_axis(
+                np.concatenate([np.full((ids.shape[0], 1), vocab_size + 1), ids[:, :-1]], 1), at, 1
+            ),
+            vocab_size + 2,
+        ),
+        "segment": lambda: one_hot(segment[at], layout.num_demos + 1),
+        "offset": lambda: one_hot(offset[at], max(layout.demo_length + 1, layout.test_length)),
+        "segment_bag": lambda: segment_bags(ids, at, layout, vocab_size),
+    }
+    return {name: makers[name]() for name in blocks}
+
+
+def check_floor_free_of_label(blocks: dict[str, np.ndarray], labels: np.ndarray, target: str) -> None:
+    """`ValueError` when a one-hot block of a floor's features (`name -> [R, P, F]`) holds the
+    label `labels [R, P]` (-1: unlabelled) outright: its argmax equals the label at every
+    labelled position. A floor that contains the answer is beaten by no network."""
+    labels = np.asarray(labels)
+    labelled = labels >= 0
+    if not labelled.any():
+        return
+    for name, block in blocks.items():
+        block = np.asarray(block)
+        one_hot_block = block.shape[-1] > 0 and np.isin(block, (0, 1)).all() and (block.sum(-1) == 1).all()
+        if one_hot_block and (block.argmax(-1)[labelled] == labels[labelled]).all():
+            raise ValueError(
+                f"the floor's block {name!r} holds the label of {target} (its argmax equals it at all "
+                f"{int(labelled.sum())} labelled positions): a floor must not contain the answer; leave {name!r} out."
+            )
 
 
 def check_token_ids(ids: np.ndarray, vocab_size: int) -> None:

@@ -271,24 +271,30 @@ def accuracy_curves(
     labels: dict[str, np.ndarray],
     targets: list[str],
     split: tuple[np.ndarray, np.ndarray],
-    halves: np.ndarray,
+    halves: list[tuple[np.ndarray, np.ndarray]],
     settings: ProbeSettings,
     progress: bool = True,
 ) -> dict[str, dict[str, list]]:
-    """`target -> {"all": [layers], "halves": [[layers], [layers]]}`: the accuracy of each
-    target's probe (one per target, on all probe-train rows) at every layer of `features
-    [layers, R, P, D]`, on all probe-test positions and on each half of the probe-test rows
-    (`halves [R_test]` bool: True for the first half), so that a curve's peak can be chosen on
-    one half and read on the other."""
+    """`target -> {"all": [layers], "halves_apart": [[layers], [layers]]}` at every layer of
+    `features [layers, R, P, D]`: the accuracy of each target's probe fitted on all probe-train
+    rows and scored on all probe-test rows (`split`), and of the probes of each of `halves` (two
+    `(train rows, test rows)`, `half_splits`), each fitted on its own probe-train half and scored
+    on its own probe-test half: a curve's peak chosen on one half and read on the other shares
+    neither the test rows nor the probe's fit.
+
+    Per layer, the probes of `split` are fitted in one batched solve (as alone: "all" does not
+    depend on the halves) and those of each half in one more, on features shared by its targets.
+    """
     groups = {target: np.zeros(labels[target].shape[0], dtype=np.int64) for target in targets}
-    out = {target: {"all": [], "halves": [[], []]} for target in targets}
+    out = {target: {"all": [], "halves_apart": [[], []]} for target in targets}
     for index in tqdm(range(features.shape[0]), desc="probe curves", disable=not progress):
-        found = layer_accuracy_hits(features[index], labels, targets, groups, split, settings)
+        layer = features[index].to(settings.device).float()  # moved once for the three solves
+        found = layer_accuracy_hits(layer, labels, targets, groups, split, settings)
+        apart = [layer_accuracy_hits(layer, labels, targets, groups, half, settings) for half in halves]
         for target in targets:
-            hits = found[target]
-            out[target]["all"].append(_accuracy(hits))
-            for half, rows in enumerate((halves, ~halves)):
-                out[target]["halves"][half].append(_accuracy(hits[rows]))
+            out[target]["all"].append(_accuracy(found[target]))
+            for half, hits in enumerate(apart):
+                out[target]["halves_apart"][half].append(_accuracy(hits[target]))
     return out
 
 

@@ -31,14 +31,17 @@ from .belief import belief_ceiling, belief_records, check_belief_columns
 from .capture import attention_weights, capture_hidden_states, model_device, resolve_layers
 from .config import ProbeConfig
 from .labels import (
+    PREVIOUS_TOKEN_FLOOR,
+    TOKEN_BLOCKS,
     check_distance,
+    check_floor_free_of_label,
     position_group_mask,
     position_labels,
     probe_tasks,
     sample_positions,
     sample_probe_rows,
     split_rows,
-    token_features,
+    token_blocks,
 )
 from .layerwise import (
     BEFORE_NORM_METRIC,
@@ -59,6 +62,7 @@ from .shuffle import shuffle_patterns, shuffle_records, shuffle_test
 
 DECIDED_ON_FIRST_DEMO = ("hidden_state", "task")  # Figure 3(a)'s targets: refitted on demonstration 1
 HALVES_STREAM = 104729  # the seed stream that cuts each split's probe-test rows in two halves
+TRAIN_HALVES_STREAM = 1299709  # the seed stream that cuts each split's probe-train rows in two halves
 
 
 @dataclass
@@ -368,14 +372,14 @@ def claim_splits(
     progress: bool,
 ) -> dict:
     """The curves the claims read on each of `config.split_seeds`' probe splits, for each network
-    read out at its last layer before the final norm, and the token-only baseline."""
-    features = {name: network.read_out() for name, network in networks.items()}
-    tokens = token_features(probe.rows["input_ids"], probe.positions, corpus.layout, corpus.config.vocab_size)
-    features["tokens"] = torch.as_tensor(tokens)[None]
+    read out at its last layer before the final norm, and the token-only baseline (`token_floor`)."""
+    targets = [f"previous_token_{d}" for d in config.distances]
+    features: dict = {name: network.read_out() for name, network in networks.items()}
+    features["tokens"] = token_floor(probe, corpus, targets)
     deciding = POSITION_GROUPS.index(DECIDING_POSITIONS)
     inputs = SplitInputs(
         labels=probe.labels,
-        targets=[f"previous_token_{d}" for d in config.distances],
+        targets=targets,
         beliefs=beliefs,
         membership=probe.membership[deciding : deciding + 1],
         row_tasks=probe.row_tasks,
@@ -392,6 +396,36 @@ def claim_splits(
         for seed in config.split_seeds
     ]
     return {"seeds": list(config.split_seeds), "positions": DECIDING_POSITIONS, "curves": curves}
+
+
+@dataclass
+class FloorFeatures:
+    """A token-only floor's features `[1, R, P, F]`, one set for the previous-token probes and
+    one for the belief probes, and the names of the blocks each holds (`probing.labels.TOKEN_BLOCKS`)."""
+
+    previous_tokens: torch.Tensor
+    beliefs: torch.Tensor
+    blocks: dict[str, list[str]]
+
+
+def token_floor(probe: ProbeRows, corpus: Corpus, targets: list[str]) -> FloorFeatures:
+    """The token-only baseline of the claims: for the previous-token probes the blocks of
+    `PREVIOUS_TOKEN_FLOOR` (neither the previous token nor the segment's bag of tokens, which
+    hold the answer; checked for every target in `targets`), for the belief probes all blocks."""
+    read = (probe.rows["input_ids"], probe.positions, corpus.layout, corpus.config.vocab_size)
+    blocks = token_blocks(*read, TOKEN_BLOCKS)
+    floor = {name: blocks[name] for name in PREVIOUS_TOKEN_FLOOR}
+    for target in targets:
+        check_floor_free_of_label(floor, probe.labels[target], target)
+
+    def stacked(names) -> torch.Tensor:
+        return torch.as_tensor(np.concatenate([blocks[name] for name in names], -1))[None]
+
+    return FloorFeatures(
+        stacked(PREVIOUS_TOKEN_FLOOR),
+        stacked(TOKEN_BLOCKS),
+        {"previous_tokens": list(PREVIOUS_TOKEN_FLOOR), "beliefs": list(TOKEN_BLOCKS)},
+    )
 
 
 def shuffle_analysis(
@@ -456,7 +490,7 @@ class SplitInputs:
 
 
 def split_curves(
-    networks: dict[str, torch.Tensor],
+    networks: dict[str, torch.Tensor | FloorFeatures],
     inputs: SplitInputs,
     split,
     seed: int,
@@ -464,14 +498,18 @@ def split_curves(
     progress: bool,
 ) -> dict:
     """The curves the claims read, on one probe split, for every network (`networks`: name ->
-    features `[layers, R, P, D]`; the token-only baseline is one "layer"): previous-token accuracy
-    on all probe-test rows and on each half of them (`accuracy_curves`), and the belief probes
-    on the deciding segment (per-task state-filter maps included); and the beliefs' ceiling (the
-    exact log beliefs as features)."""
-    halves = row_halves(split[1].size, seed)
+    features `[layers, R, P, D]`, or a token-only floor's `FloorFeatures`, one "layer"):
+    previous-token accuracy on all probe-test rows and on each half of them with its own probe
+    fitted on a half of the probe-train rows (`accuracy_curves`, `half_splits`), and the belief
+    probes on the deciding segment (per-task state-filter maps included); a floor's entry says
+    which blocks each probe read (`features`). And the beliefs' ceiling (the exact log beliefs
+    as features)."""
+    halves = half_splits(split, seed)
     groups = (DECIDING_POSITIONS,)
     out = {}
-    for name, features in networks.items():
+    for name, network in networks.items():
+        floor = network if isinstance(network, FloorFeatures) else None
+        previous, features = (network, network) if floor is None else (floor.previous_tokens, floor.beliefs)
         beliefs = belief_records(
             features,
             list(range(features.shape[0])),
@@ -485,11 +523,13 @@ def split_curves(
             "previous_tokens": {
                 target[len("previous_token_") :]: curve
                 for target, curve in accuracy_curves(
-                    features, inputs.labels, inputs.targets, split, halves, settings, progress
+                    previous, inputs.labels, inputs.targets, split, halves, settings, progress
                 ).items()
             },
             "beliefs": belief_curves(beliefs),
         }
+        if floor is not None:
+            out[name]["features"] = {key: list(names) for key, names in floor.blocks.items()}
     out["ceiling"] = {
         "beliefs": belief_curves(
             belief_ceiling(inputs.beliefs, inputs.membership, groups, split, inputs.row_tasks)
@@ -498,11 +538,20 @@ def split_curves(
     return out
 
 
-def row_halves(num_rows: int, seed: int) -> np.ndarray:
+def row_halves(num_rows: int, seed: int, stream: int = HALVES_STREAM) -> np.ndarray:
     """`[num_rows]` bool: a seeded half of the rows (True), the other half False."""
     halves = np.zeros(num_rows, dtype=bool)
-    halves[np.random.default_rng([seed, HALVES_STREAM]).permutation(num_rows)[: num_rows // 2]] = True
+    halves[np.random.default_rng([seed, stream]).permutation(num_rows)[: num_rows // 2]] = True
     return halves
+
+
+def half_splits(split: tuple[np.ndarray, np.ndarray], seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Two disjoint `(probe-train rows, probe-test rows)` halves of `split`: half A the True rows
+    of `row_halves` of the probe-train rows (stream `TRAIN_HALVES_STREAM`) and of the probe-test
+    rows (`HALVES_STREAM`), half B the rest of each."""
+    train, test = (np.asarray(rows) for rows in split)
+    in_train, in_test = row_halves(train.size, seed, TRAIN_HALVES_STREAM), row_halves(test.size, seed)
+    return [(train[in_train], test[in_test]), (train[~in_train], test[~in_test])]
 
 
 def belief_curves(records: list[dict]) -> dict[str, dict[str, list[float]]]:

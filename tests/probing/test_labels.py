@@ -6,7 +6,16 @@ import pytest
 from hmm_datasets import SampleLayout, get_preset, sample_hmm_params
 from hmm_datasets.corpus import open_corpus
 from probing import position_labels, previous_token_labels
-from probing.labels import probe_tasks, sample_positions, split_rows, token_features
+from probing.labels import (
+    PREVIOUS_TOKEN_FLOOR,
+    TOKEN_BLOCKS,
+    check_floor_free_of_label,
+    probe_tasks,
+    sample_positions,
+    split_rows,
+    token_blocks,
+    token_features,
+)
 
 
 @pytest.mark.parametrize("distance", [1, 3, 7])
@@ -115,6 +124,61 @@ def test_the_previous_token_at_row_position_zero_is_none(layout):
     previous = token_features(ids, positions, layout, vocab)[..., vocab + 1 : 2 * vocab + 3]
     assert (previous[:, 0].argmax(-1) == vocab + 1).all()  # "none"
     np.testing.assert_array_equal(previous[:, 1].argmax(-1), ids[:, 0])
+
+
+def test_token_features_with_blocks_are_the_named_blocks_concatenated(layout):
+    vocab = 6
+    ids = token_rows(layout, vocab, rows=4, seed=4)
+    positions = sample_positions(layout, 4, 12, seed=1)
+    every = token_features(ids, positions, layout, vocab)
+    widths = {"current_token": 7, "previous_token": 8, "segment": 5, "offset": 16, "segment_bag": 6}
+    parts = dict(zip(TOKEN_BLOCKS, np.split(every, np.cumsum([widths[n] for n in TOKEN_BLOCKS])[:-1], -1)))
+    np.testing.assert_array_equal(token_features(ids, positions, layout, vocab, TOKEN_BLOCKS), every)
+    blocks = token_blocks(ids, positions, layout, vocab)
+    assert list(blocks) == list(TOKEN_BLOCKS)  # the default: all, in the order of `every`
+    for name in TOKEN_BLOCKS:
+        np.testing.assert_array_equal(blocks[name], parts[name])
+    for named in (PREVIOUS_TOKEN_FLOOR, ("segment_bag", "current_token"), ("offset",)):
+        chosen = token_features(ids, positions, layout, vocab, named)
+        np.testing.assert_array_equal(chosen, np.concatenate([parts[n] for n in named], -1))
+        assert chosen.dtype == np.float32
+    for bad in (("previous",), ("offset", "offset"), ()):
+        with pytest.raises(ValueError, match="blocks="):
+            token_features(ids, positions, layout, vocab, bad)
+
+
+def tiny_rows_at_every_position():
+    """The tiny corpus's test rows, every position of them, with their blocks and labels."""
+    corpus = open_corpus("tiny")
+    rows = corpus.splits["test"].with_format("numpy")[:]
+    positions = sample_positions(corpus.layout, len(rows["task_id"]), None, seed=0)
+    labels = position_labels(rows, corpus.layout, range(1, corpus.layout.demo_length))
+    at = {name: np.take_along_axis(label, positions, 1) for name, label in labels.items()}
+    return token_blocks(rows["input_ids"], positions, corpus.layout, corpus.config.vocab_size), at
+
+
+def test_the_floor_guard_refuses_a_block_holding_the_label():
+    blocks, labels = tiny_rows_at_every_position()
+    with pytest.raises(
+        ValueError, match="'previous_token' holds the label of previous_token_1.*must not contain"
+    ):
+        check_floor_free_of_label(blocks, labels["previous_token_1"], "previous_token_1")
+    for distance in range(1, 6):  # the previous-token probes' floor holds no token d back
+        target = f"previous_token_{distance}"
+        check_floor_free_of_label(
+            {name: blocks[name] for name in PREVIOUS_TOKEN_FLOOR}, labels[target], target
+        )
+    check_floor_free_of_label(
+        blocks, labels["previous_token_2"], "previous_token_2"
+    )  # no block is the 2-back
+    # only labelled positions count: a block that is the label there and anything elsewhere
+    label = labels["previous_token_3"]
+    planted = np.eye(7, dtype=np.float32)[np.where(label >= 0, label, 6)]
+    with pytest.raises(ValueError, match="'planted' holds the label of previous_token_3"):
+        check_floor_free_of_label({"planted": planted}, label, "previous_token_3")
+    check_floor_free_of_label(
+        {"planted": planted}, np.full_like(label, -1), "previous_token_3"
+    )  # nothing labelled
 
 
 def test_the_probes_cover_the_first_tasks_and_at_most_every_task():
