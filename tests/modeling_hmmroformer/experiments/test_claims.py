@@ -21,6 +21,8 @@ from modeling_hmmroformer.experiments.claims import (
 )
 from probing.labels import (
     POSITION_GROUPS,
+    PREVIOUS_TOKEN_FLOOR,
+    TOKEN_BLOCKS,
     position_group_mask,
     position_labels,
     probe_tasks,
@@ -30,7 +32,7 @@ from probing.labels import (
     token_features,
 )
 from probing.probes import ProbeSettings
-from probing.run import ProbeConfig, SplitInputs, run_probing, split_curves
+from probing.run import FloorFeatures, ProbeConfig, SplitInputs, run_probing, split_curves
 
 BY_KEY = {claim.key: claim for claim in CLAIMS}
 
@@ -222,18 +224,36 @@ def small_split_inputs(num_tasks=4, rows_per_task=16):
     return inputs, features, split_rows(np.asarray(rows["task_id"]), 0.5, 0)
 
 
-def test_a_network_holding_only_token_features_equals_the_token_only_baseline():
+def small_rows() -> tuple:
+    """The rows and positions of `small_split_inputs`, as `token_features` reads them."""
+    corpus = open_corpus("tiny")
+    rows = sample_probe_rows(corpus.config, corpus.params, probe_tasks(corpus.params, 4), 16, seed=0)
+    positions = sample_positions(corpus.layout, len(rows["task_id"]), None, 0)
+    return rows["input_ids"], positions, corpus.layout, corpus.config.vocab_size
+
+
+def test_a_network_holding_only_token_features_is_the_floor_where_the_floor_holds_them_too():
     inputs, features, split = small_split_inputs()
-    networks = {"trained": features[None].repeat(3, 1, 1, 1), "tokens": features[None]}
+    floor_blocks = list(PREVIOUS_TOKEN_FLOOR)
+    floor = FloorFeatures(
+        previous_tokens=torch.as_tensor(token_features(*small_rows(), blocks=PREVIOUS_TOKEN_FLOOR))[None],
+        beliefs=features[None],
+        blocks={"previous_tokens": floor_blocks, "beliefs": list(TOKEN_BLOCKS)},
+    )
+    networks = {"trained": features[None].repeat(3, 1, 1, 1), "tokens": floor}
     curves = split_curves(networks, inputs, split, 0, ProbeSettings(1e-3, 50, "cpu"), progress=False)
     assert curves["ceiling"]["beliefs"]["task_posterior"]["log_r2"][0] > 0.99  # the exact log posterior
     nets = {
         name: {"depth": 2, "probe_depth": [0, 0.5, 1], "attention_depth": [0.5, 1.0], **curves[name]}
         for name in ("trained", "tokens")
     }
-    found = {key: BY_KEY[key].measured(nets) for key in ("task_rises", "falls_with_distance")}
-    for value in found.values():
-        assert value["own"] - value["floors"]["tokens"] == pytest.approx(0.0, abs=1e-6)
+    task = BY_KEY["task_rises"].measured(nets)  # the same features for the beliefs: no effect
+    assert task["own"] - task["floors"]["tokens"] == pytest.approx(0.0, abs=1e-6)
+    # the network holds the previous token, the floor (free of the label) does not: it is a floor
+    # a network can beat, and it is not refused
+    assert curves["trained"]["previous_tokens"]["1"]["all"][0] == pytest.approx(1.0)
+    assert curves["tokens"]["previous_tokens"]["1"]["all"][0] < 0.8
+    assert BY_KEY["falls_with_distance"].measured(nets)["floors"]["tokens"] is not None
 
 
 def test_a_model_as_its_own_twin_has_no_effect_over_it(tiny_model):
