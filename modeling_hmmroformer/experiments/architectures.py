@@ -64,10 +64,10 @@ def summarize_architectures(summaries: list[dict], sources: list[str]) -> dict:
         for cell in study_cells(summary)
         if cell["depth"] in depths
     ]
-    records = {(s["study"]["name"], r["depth"]): [] for s in summaries for r in s["models"]}
-    for summary in summaries:
+    records = {(architecture_of(s), r["depth"]): [] for s in summaries for r in s["models"]}
+    for summary in summaries:  # by architecture: two studies may share a name (`--model.model_type`)
         for record in summary["models"]:
-            records[(summary["study"]["name"], record["depth"])].append(record)
+            records[(architecture_of(summary), record["depth"])].append(record)
     ladder = (summaries[0].get("yardsticks") or {}).get("ladder")  # one corpus: one ladder
     return {
         "sources": list(sources),
@@ -87,18 +87,21 @@ def decided_architectures(
     cells: list[dict], records: dict[tuple[str, int], list[dict]], ladder: dict | None
 ) -> dict:
     """The parts of the comparison the rule decides, from the cells and their models' records
-    (`records`: (study, depth) -> records; `ladder`: the corpus's ladder facts on the yardstick
-    rows): each cell's place on the ladder and its claims, decided by the rule with Holm across
-    every claim of the comparison, and what differs."""
+    (`records`: (architecture, depth) -> records; `ladder`: the corpus's ladder facts on the
+    yardstick rows): each cell's place on the ladder and its claims, decided by the rule with
+    Holm across every claim of the comparison, and what differs."""
     decided = decide_report(
         [
-            [counted_statistics(r, ladder, c["corpus_seed"]) for r in records[(c["study"], c["depth"])]]
+            [
+                counted_statistics(r, ladder, c["corpus_seed"])
+                for r in records[(c["architecture"], c["depth"])]
+            ]
             for c in cells
         ]
     )
     placed = []
     for cell, rows in zip(cells, decided):
-        places = ladder_places(records[(cell["study"], cell["depth"])], ladder)
+        places = ladder_places(records[(cell["architecture"], cell["depth"])], ladder)
         placed.append(
             {**cell, "ladder_places": places, "learner": learner_of(places["learners"]), "verdicts": rows}
         )
@@ -133,13 +136,14 @@ def decided_architectures(
 def redecide_architectures(
     summary: dict, records: dict[tuple[str, int], list[dict]], ladder: dict | None
 ) -> dict:
-    """A committed comparison decided again by today's rule from its models' committed records:
-    every part the rule decides replaced, the rest kept."""
+    """A committed comparison decided again by today's rule from its models' committed records
+    (`records`: (study, depth) -> records): every part the rule decides replaced, the rest kept."""
     kept = [
         {k: v for k, v in c.items() if k not in ("verdicts", "ladder_places", "learner")}
         for c in summary["cells"]
     ]
-    return {**summary, **decided_architectures(kept, records, ladder)}
+    by_architecture = {(c["architecture"], c["depth"]): records[(c["study"], c["depth"])] for c in kept}
+    return {**summary, **decided_architectures(kept, by_architecture, ladder)}
 
 
 def statistic_at(cell: dict, where: tuple[str, ...]) -> dict | None:

@@ -269,7 +269,8 @@ def label(word: str, tests: dict, required_seeds: int = REQUIRED_SEEDS, within: 
     one draw would give, when the draw cap made it undecided."""
     if word == NOT_TESTABLE and tests["missing"]["why"] == BELOW_LADDER:
         above = tests["num_seeds"] - tests["num_below_ladder"]
-        return f"not testable ({above} of {tests['num_seeds']} seeds above the in-context ladder)"
+        seeds = "seed" if tests["num_seeds"] == 1 else "seeds"
+        return f"not testable ({above} of {tests['num_seeds']} {seeds} above the in-context ladder)"
     if word in (NA, NOT_TESTABLE):
         return f"{word} ({tests['missing']['why']})"
     if word == "undecided" and tests["n"] < required_seeds:
