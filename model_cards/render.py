@@ -340,8 +340,14 @@ def format_claims(claims: list[dict]) -> str:
 
 
 def number_text(value: float | None, spec: str = ".3f") -> str:
-    """`value` formatted by `spec`, "n/a" where there is none (a fit from fewer than two points)."""
-    return "n/a" if value is None else format(value, spec)
+    """`value` formatted by `spec`, "n/a" where there is none (a fit from fewer than two points);
+    a value that rounds to zero has no minus sign (a KL of -3e-9 from float32 rounding is 0.000)."""
+    if value is None:
+        return "n/a"
+    text = format(value, spec)
+    if text.startswith("-") and float(text) == 0:
+        text = ("+" if "+" in spec else "") + text[1:]
+    return text
 
 
 # ---- the cells of the results section: the summary holds numbers, these write them -----------

@@ -49,6 +49,15 @@ LEARNER_WORDS = {
     "mixed": "no learner in most seeds",
 }
 VERDICT_ORDER = ("holds", "contradicted", "not testable", "n/a", "undecided")
+RUNGS = {  # the in-context ladder's rungs as the reports name them (hmm_datasets.predictors.IN_CONTEXT)
+    "unigram": "unigram",
+    "bigram": "bigram",
+    "trigram": "trigram",
+    "ngram4": "n-gram 4",
+    "ngram8": "n-gram 8",
+    "ppm3": "PPM-C 3",
+    "ppm8": "PPM-C 8",
+}
 
 
 def render_diversity_report(summary: dict, figures: dict[str, str]) -> str:
@@ -63,6 +72,13 @@ def render_diversity_report(summary: dict, figures: dict[str, str]) -> str:
         s=summary,
         status_line=diversity_status_line(summary),
         group_name=group_name,
+        rung_keys=list(RUNGS),
+        rung_names=list(RUNGS.values()),
+        ladder_has_prior=any(
+            "prior" in ladder[split]["references"]
+            for ladder in summary.get("ladders", {}).values()
+            for split in ladder
+        ),
         **summary["setup"],
         sources=summary["sources"],
         splits=("test", "test_unseen"),

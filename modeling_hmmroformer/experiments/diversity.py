@@ -228,6 +228,7 @@ def decided_summary(cells: list[dict], records: dict[tuple[str, int], list[dict]
         ],
         "decided": decide_groups(placed, records, ladders),
         "draw_spreads": draw_spreads(placed),
+        "ladders": {study: ladder for study, ladder in ladders.items() if ladder is not None},
     }
 
 
