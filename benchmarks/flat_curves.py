@@ -43,7 +43,8 @@ def flat_profile(rng: np.random.Generator, depth: int, level: float) -> dict:
         "knockout_nll": curve(depth),
         "beliefs": {name: {"log_r2": curve(layers)} for name in ("task_posterior", "state_filter_per_task")},
         "previous_tokens": {
-            str(d): {"all": curve(layers), "halves_apart": [curve(layers), curve(layers)]} for d in range(1, 6)
+            str(d): {"all": curve(layers), "halves_apart": [curve(layers), curve(layers)]}
+            for d in range(1, 6)
         },
     }
 
@@ -84,7 +85,9 @@ def flat_means(depth: int, draws: int, seed: int) -> dict[str, dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--draws", type=int, default=4000)
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
