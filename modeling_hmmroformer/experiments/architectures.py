@@ -9,7 +9,7 @@ Plain data in, plain data out: `scripts/architectures_report.py` reads the folde
 from __future__ import annotations
 
 from .aggregate import counted_statistics, ladder_places
-from .claims import CLAIMS, decide_report
+from .claims import claim_words, decide_report
 from .diversity import SPLITS, learner_of, setup_of, study_cells
 
 ARCHITECTURES_TITLE = "# HMMRoFormer against other architectures"  # the report's first line starts so
@@ -116,16 +116,7 @@ def decided_architectures(
             }
             for key, words, where, better in LADDER
         ],
-        "claims": [
-            {
-                "key": c.key,
-                "figure": c.figure,
-                "claim": c.text,
-                "statistic": c.statistic,
-                "direction": c.direction,
-            }
-            for c in CLAIMS
-        ],
+        "claims": claim_words(),
         "differences": [
             differences(depth, [c for c in placed if c["depth"] == depth])
             for depth in sorted({c["depth"] for c in placed})

@@ -314,6 +314,20 @@ CLAIMS = (
 )
 
 
+def claim_words() -> list[dict]:
+    """Every claim's key, figure, words, statistic and predicted sign, as the reports list them."""
+    return [
+        {
+            "key": c.key,
+            "figure": c.figure,
+            "claim": c.text,
+            "statistic": c.statistic,
+            "direction": c.direction,
+        }
+        for c in CLAIMS
+    ]
+
+
 def model_statistics(splits: list[dict]) -> dict[str, dict]:
     """`key -> {"own", "floors", "missing", "own_by_split"}` of one model: every claim measured on
     each split's profiles (`splits`: network -> profile, one dict per probe split) and averaged

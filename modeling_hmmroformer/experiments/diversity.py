@@ -11,7 +11,7 @@ Plain data in, plain data out: `scripts/diversity_report.py` reads the folders a
 from __future__ import annotations
 
 from .aggregate import counted_statistics, ladder_places, record_splits
-from .claims import CLAIMS, decide_report, model_statistics
+from .claims import CLAIMS, claim_words, decide_report, model_statistics
 from .ladder_gate import LEARNERS
 from .settings import HMM_ROFORMER, PRESETS
 from .verdicts import across_seeds
@@ -216,16 +216,7 @@ def decided_summary(cells: list[dict], records: dict[tuple[str, int], list[dict]
     )
     return {
         "cells": placed,
-        "claims": [
-            {
-                "key": c.key,
-                "figure": c.figure,
-                "claim": c.text,
-                "statistic": c.statistic,
-                "direction": c.direction,
-            }
-            for c in CLAIMS
-        ],
+        "claims": claim_words(),
         "decided": decide_groups(placed, records, ladders),
         "draw_spreads": draw_spreads(placed),
         "ladders": {study: ladder for study, ladder in ladders.items() if ladder is not None},
