@@ -357,11 +357,13 @@ def _split_mean(values: list[float | None]) -> float | None:
 def counted(statistics: dict[str, dict], past_ladder: bool, draw: int = 0) -> dict[str, dict]:
     """A model's statistics (`model_statistics`) as the rule counts them, tagged with its corpus
     draw: Figure 1's behavioural claims always, the layerwise ones (Figures 2, 3(a), 3(b)) only
-    for a model past the in-context ladder (`ladder_gate`); below it they are not testable."""
+    for a model past the in-context ladder (`ladder_gate`); below it they are not testable,
+    unless the model has no such curve at all (n/a says why: a GPT-2 has no shuffle test)."""
     out = {}
     for claim in CLAIMS:
         statistic = statistics[claim.key]
-        if not past_ladder and claim.figure != "1":
+        absent = (statistic.get("missing") or {}).get("kind") == NA
+        if not past_ladder and claim.figure != "1" and not absent:
             statistic = {
                 "own": None,
                 "floors": {},
