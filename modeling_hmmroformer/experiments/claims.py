@@ -37,7 +37,7 @@ TESTABLE_MARGIN = 0.02  # a previous-token distance is testable when its peak be
 NETWORKS = ("trained", "twin", "tokens")
 # The token-only features of records written before the floors were made free of the label
 # (version 2): every block, for the previous-token probes too.
-ALL_TOKEN_BLOCKS = ("current_token", "previous_token", "segment", "offset", "segment_bag")
+VERSION_2_TOKEN_BLOCKS = ("current_token", "previous_token", "segment", "offset", "segment_bag")
 # The blocks that hold the token d back (the previous token, for d = 1) or a set that contains it
 # (the bag of the segment's tokens so far): a previous-token floor with one of them is refused.
 LABEL_BLOCKS = {
@@ -174,7 +174,7 @@ def _previous(profile: dict, curve: str = "all") -> dict[int, np.ndarray]:
 def label_in_floor(tokens: dict) -> str | None:
     """What in the token-only floor's previous-token features holds the probed token (None: it
     holds none): the features a record names, every block for a record that names none."""
-    blocks = tokens.get("features", {}).get("previous_tokens", ALL_TOKEN_BLOCKS)
+    blocks = tokens.get("features", {}).get("previous_tokens", VERSION_2_TOKEN_BLOCKS)
     held = [words for block, words in LABEL_BLOCKS.items() if block in blocks]
     return "; ".join(held) or None
 
@@ -469,6 +469,8 @@ def decide_report(cells: list[list[dict[str, dict]]]) -> list[list[dict]]:
 
 
 def claim_rows(per_seed: list[dict[str, dict]], decided: list[dict]) -> list[dict]:
+    """One cell's decided claims (`decided`, in `CLAIMS` order) with their words, per-seed own
+    statistics and spread across probe splits."""
     rows = []
     for claim, tests in zip(CLAIMS, decided):
         spreads = [
