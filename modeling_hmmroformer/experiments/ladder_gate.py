@@ -75,17 +75,16 @@ def unseen_place(
     record: dict, ladder: dict | None, labels: dict[str, str] = RUNG_LABELS
 ) -> LadderPlace | None:
     """A model record's place on unseen tasks: its KL to the oracle on the yardstick rows
-    against the corpus's `ladder` there (`yardsticks.yardstick_ladder`'s facts; `labels`: rung
-    name -> label); None where either is missing."""
+    against the corpus's `ladder` there (`yardsticks.yardstick_ladder`'s facts, which name the
+    rung nearest the oracle; `labels`: rung name -> label); None where either is missing."""
     placed = (record.get("yardsticks") or {}).get(UNSEEN)
     if placed is None or not ladder or UNSEEN not in ladder:
         return None
-    kls = ladder[UNSEEN]["references"][REFERENCES[UNSEEN]]
-    rungs = {name: kls[name] for name in labels if name in kls}
-    best = min(rungs, key=rungs.get)
-    model = placed["yardsticks"][REFERENCES[UNSEEN]]["kl"]
+    reference = REFERENCES[UNSEEN]
+    kls, best = ladder[UNSEEN]["references"][reference], ladder[UNSEEN]["best_in_context"][reference]
+    model = placed["yardsticks"][reference]["kl"]
     return LadderPlace(
-        UNSEEN, REFERENCES[UNSEEN], model, labels[best], rungs[best], kls.get("mixture"), kls.get("prior")
+        UNSEEN, reference, model, labels[best], kls[best], kls.get("mixture"), kls.get("prior")
     )
 
 

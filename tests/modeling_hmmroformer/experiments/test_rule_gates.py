@@ -64,7 +64,10 @@ def record(seed: int, model_kl: float, rung_kl: float, unseen: tuple[float, floa
     if unseen is not None:
         out["yardsticks"] = {"test_unseen": {"yardsticks": {"oracle": {"kl": unseen[0]}}}}
         out["unseen_ladder"] = {
-            "test_unseen": {"references": {"oracle": {"ppm3": unseen[1], "mixture": 2.0}}}
+            "test_unseen": {
+                "references": {"oracle": {"ppm3": unseen[1], "mixture": 2.0}},
+                "best_in_context": {"oracle": "ppm3"},
+            }
         }
     return out
 
