@@ -56,6 +56,12 @@ class RunSection:
     )
     eval_rows: int = _field(256, "validation rows of the in-context evaluation (0: none)", minimum=0)
     vary_num_demos: bool = _field(False, "each train row keeps its last m ~ U{0..N} demonstrations")
+    checkpoints: int = _field(
+        0,
+        "networks kept over training in training/development/: step 0 and log-spaced steps up to the last (0: none)",
+        minimum=0,
+    )
+    first_checkpoint_step: int = _field(10, "the first log-spaced step a network is kept at", minimum=1)
 
 
 OWN_SECTIONS = {"data": DataSection, "run": RunSection}

@@ -38,6 +38,7 @@ from probing.plots import PROBE_FIGURES, PROBES_JSON
 # ---- folders of a run ---------------------------------------------------------------------
 CORPUS = "corpus"
 TRAINING = "training"
+DEVELOPMENT = "development"  # in training/: the networks kept over training (step-<N>/)
 FIGURE1 = "figure1"
 YARDSTICKS = "yardsticks"  # a corpus's yardstick predictions (corpora with an unseen-task split)
 YARDSTICKS_JSON = "yardsticks.json"  # in a model's figure1/: the model against the yardsticks

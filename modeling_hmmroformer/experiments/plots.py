@@ -186,3 +186,55 @@ def write_model_memory(result: dict, folder: str | Path) -> dict[str, Path]:
     folder = Path(folder)
     json_path = layout.write_json(folder / layout.MEMORY_JSON, result)
     return {"json": json_path, "png": plot_model_memory(result, folder / layout.MEMORY_PNG)}
+
+
+# ---- a model over training (`development.Development`) -----------------------------------------
+PHASE_COLORS = {"retrieval": "C0", "inference": "C1"}  # the rungs: grey to black, lowest rung lightest
+SPLIT_TITLES = {"test": "seen tasks", "test_unseen": "unseen tasks"}
+
+
+def phase_color(label: str) -> str:
+    """The colour of a phase label: retrieval, inference, or a rung of the ladder (greys)."""
+    from hmm_datasets.predictors import IN_CONTEXT
+
+    if label in PHASE_COLORS:
+        return PHASE_COLORS[label]
+    return str(0.75 - 0.6 * list(IN_CONTEXT).index(label) / max(1, len(IN_CONTEXT) - 1))
+
+
+def plot_development(development: dict, path: str | Path) -> Path:
+    """Per split, the network's KL from the split's reference, from mixture Bayes and from
+    prior-level Bayes against training tokens (log scale; step 0 and networks without a token
+    count are left out), the reference's points coloured by their phase label; every rung of
+    the ladder and prior-level Bayes as a horizontal line on the reference's scale."""
+    plt = pyplot()
+    networks = [n for n in development["networks"] if n["tokens"]]
+    splits = [s for s in SPLIT_TITLES if networks and all(s in n["splits"] for n in networks)]
+    fig, axes = plt.subplots(1, max(1, len(splits)), figsize=(6.5 * max(1, len(splits)), 4.5), squeeze=False)
+    tokens = [n["tokens"] for n in networks]
+    for ax, split in zip(axes[0], splits):
+        places = [n["splits"][split] for n in networks]
+        reference = places[0]["reference"]
+        curves = {
+            reference: "-",
+            **{name: style for name, style in (("mixture", "--"), ("prior", ":")) if name != reference},
+        }
+        for name, style in curves.items():
+            if all(name in p["distances"] for p in places):
+                values = [p["distances"][name] for p in places]
+                ax.plot(tokens, values, style, color="k", lw=1, label=f"KL({name} ‖ network)")
+        for x, place in zip(tokens, places):
+            ax.scatter(x, place["distances"][reference], color=phase_color(place["label"]), zorder=3, s=30)
+        for name, kl in development["ladder"][split]["references"][reference].items():
+            if name != reference:
+                ax.axhline(kl, color="C1" if name == "prior" else "grey", ls=":", lw=0.8)
+                ax.text(1.0, kl, f" {name}", va="center", fontsize=7, transform=ax.get_yaxis_transform())
+        ax.set_xscale("log")
+        ax.set_xlabel("training tokens")
+        ax.set_ylabel(f"KL({reference} ‖ ·) on test tokens, nats/token")
+        ax.set_title(f"{development['corpus']}, {SPLIT_TITLES[split]}", fontsize=9)
+        labels = sorted({p["label"] for p in places})
+        handles = [plt.Line2D([], [], ls="", marker="o", color=phase_color(label)) for label in labels]
+        ax.add_artist(ax.legend(handles, labels, title="nearest", fontsize=7, loc="upper right"))
+        ax.legend(fontsize=7, loc="lower left")
+    return save_figure(fig, path)

@@ -191,6 +191,64 @@ class LogAtEverySave(TrainerCallback):
         return control
 
 
+def checkpoint_schedule(last_step: int, count: int, first_step: int = 10) -> list[int]:
+    """The steps a run keeps its network at (`run.checkpoints`): step 0 (as initialised) and
+    `count - 1` steps log-spaced from `first_step` to `last_step`, both included, rounded to
+    whole steps (steps that round alike are kept once, so a short run keeps fewer)."""
+    if count == 0:
+        return []
+    if count < 2:
+        raise ValueError(
+            f"run.checkpoints={count} keeps step 0 alone: choose 0 (none) or at least 2 (step 0 and the last)."
+        )
+    first = min(first_step, last_step)
+    spaced = np.rint(np.geomspace(first, last_step, count - 1)) if count > 2 else [last_step]
+    return sorted({0, *(int(step) for step in spaced)})
+
+
+class DevelopmentCheckpoints(TrainerCallback):
+    """Keeps the network at the steps of `checkpoint_schedule` in `folder/step-<N>` (a
+    `save_pretrained` folder with the run files: weights only, no optimizer), each written whole
+    or not at all. A step whose folder is already complete is not written again, so a run that
+    was stopped and resumes from an earlier Trainer checkpoint keeps every network it kept."""
+
+    def __init__(self, folder: Path, steps: list[int], run: RunConfig, corpus_config: HMMMixtureConfig):
+        self.folder, self.steps = folder, set(steps)
+        self.run, self.corpus_config = run, corpus_config
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if state.global_step == 0:
+            self.keep(0, model, state)
+        return control
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        self.keep(state.global_step, model, state)
+        return control
+
+    def keep(self, step: int, model, state) -> None:
+        target = development_folder(self.folder, step)
+        if step not in self.steps or not state.is_world_process_zero or is_kept_network(target):
+            return
+
+        def write(staging: Path) -> None:
+            model.save_pretrained(str(staging))
+            write_run_files(staging, self.run, self.corpus_config)
+
+        layout.build_folder(target, write)
+
+
+def development_folder(folder: Path, step: int) -> Path:
+    """Where the network of `step` is kept: `<folder>/step-<N>`, N zero-padded to 7 digits (they
+    list in order)."""
+    return folder / f"step-{step:07d}"
+
+
+def is_kept_network(folder: Path) -> bool:
+    """Whether a kept network's folder is complete (its run config is written last)."""
+    names = (layout.MODEL_CONFIG_JSON, layout.WEIGHTS, layout.RUN_CONFIG_YAML)
+    return all((folder / name).exists() for name in names)
+
+
 class StepTimer(TrainerCallback, ExportableState):
     """Records when each optimizer step ends, to tell a run's start-up (compilation, first
     batches) and its evaluations and saves apart from its steady pace (`step_time_summary`).
@@ -398,6 +456,18 @@ def prepare(run: RunConfig, resume: bool) -> PreparedRun:
             corpus.layout,
             device=arguments.device,
         )
+    callbacks = [SaveRunConfigCallback(run, corpus.config), LogAtEverySave(), StepTimer()]
+    if run_settings.checkpoints and arguments.max_steps <= 0:
+        raise ValueError(
+            f"run.checkpoints={run_settings.checkpoints} spaces the kept networks up to training.max_steps: "
+            "set training.max_steps."
+        )
+    kept = checkpoint_schedule(
+        arguments.max_steps, run_settings.checkpoints, run_settings.first_checkpoint_step
+    )
+    if kept:
+        folder = output_dir / layout.DEVELOPMENT
+        callbacks.append(DevelopmentCheckpoints(folder, kept, run, corpus.config))
     trainer = InContextTrainer(
         model=model,
         args=arguments,
@@ -406,7 +476,7 @@ def prepare(run: RunConfig, resume: bool) -> PreparedRun:
         data_collator=FixedLengthCollator(
             corpus.config.delimiter, corpus.config.num_demos, run_settings.loss_mask
         ),
-        callbacks=[SaveRunConfigCallback(run, corpus.config), LogAtEverySave(), StepTimer()],
+        callbacks=callbacks,
         icl_evaluator=evaluator,
     )
     if trainer.is_world_process_zero():

@@ -1,0 +1,125 @@
+"""Calibration runs of the next study's recipe (docs/study.md "The recipe"): the study's 4 x 64
+HMMRoFormer trained on `diversity-512` and `diversity-8192` under a candidate recipe, each
+keeping its network at 13 steps (step 0 and 12 log-spaced), then every kept network placed on
+the yardsticks of its corpus (`hmm-development`: KL to the oracle, mixture Bayes, prior-level
+Bayes and every rung of the in-context ladder, on seen- and unseen-task rows).
+
+    python benchmarks/calibration.py                        # both corpora, seed 0, two runs side by side
+    python benchmarks/calibration.py --corpora diversity-8192 --seeds 0 1
+
+Each run is `scripts/train.py configs/study.yaml` with the recipe's overrides in
+`runs/calibration/<corpus>-<recipe>-seed<s>/` (a stopped run resumes from its checkpoint), then
+`scripts/development.py` over its kept networks. The results land in
+`benchmarks/results/calibration.json` as each run finishes; a run found there is not redone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "benchmarks" / "results" / "calibration.json"
+RUNS = ROOT / "runs" / "calibration"
+CORPORA = ("diversity-512", "diversity-8192")
+# name -> (what it is, the overrides on top of configs/study.yaml)
+RECIPES = {
+    "wsd12k": (
+        "lr 2e-3, 500 warm-up steps, constant, then a cosine decay over the last 2,000 of 12,000 steps",
+        [
+            "--training.max_steps", "12000",
+            "--training.warmup_steps", "500",
+            "--training.lr_scheduler_type", "warmup_stable_decay",
+            "--training.lr_scheduler_kwargs", '{"num_decay_steps": 2000}',
+        ],
+    ),
+}  # fmt: skip
+
+
+def train_command(folder: Path, corpus: str, recipe: str, seed: int) -> list[str]:
+    """The `scripts/train.py` command of one run into `folder` (resuming where a checkpoint is)."""
+    command = [sys.executable, str(ROOT / "scripts" / "train.py"), str(ROOT / "configs" / "study.yaml")]
+    command += ["--corpus.preset", corpus, "--model.num_hidden_layers", "4", "--training.seed", str(seed)]
+    command += ["--training.eval_steps", "500", "--training.save_steps", "500"]
+    command += ["--training.save_total_limit", "1", "--training.report_to", "none"]
+    command += ["--run.eval_rows", "128", "--run.checkpoints", "13", "--run.first_checkpoint_step", "50"]
+    command += ["--training.output_dir", str(folder), *RECIPES[recipe][1]]
+    return command + (["--resume"] if any(folder.glob("checkpoint-*")) else [])
+
+
+def development_command(folder: Path, corpus: str) -> list[str]:
+    """The `scripts/development.py` command that places a run's kept networks on the yardsticks."""
+    return [
+        sys.executable,
+        str(ROOT / "scripts" / "development.py"),
+        "--checkpoints",
+        str(folder / "development"),
+        "--data",
+        corpus,
+        "--out",
+        str(folder / "development.json"),
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--corpora", nargs="+", default=list(CORPORA), choices=list(CORPORA))
+    parser.add_argument("--recipes", nargs="+", default=list(RECIPES), choices=list(RECIPES))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument("--jobs", type=int, default=2, help="runs side by side, one thread each")
+    parser.add_argument("--train-only", action="store_true", help="train, do not place the networks")
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--runs", type=Path, default=RUNS)
+    args = parser.parse_args()
+    results = json.loads(args.out.read_text()) if args.out.is_file() else {"recipes": {}, "runs": {}}
+    results["recipes"].update({name: words for name, (words, _) in RECIPES.items()})
+    lock = threading.Lock()
+    environment = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    jobs = [(c, r, s) for c in args.corpora for r in args.recipes for s in args.seeds]
+    todo = [job for job in jobs if "-".join(map(str, job)) not in results["runs"]]
+
+    def run(job: tuple[str, str, int]) -> None:
+        corpus, recipe, seed = job
+        name = f"{corpus}-{recipe}-seed{seed}"
+        folder = args.runs / name
+        folder.mkdir(parents=True, exist_ok=True)
+        commands = [train_command(folder, corpus, recipe, seed)]
+        if not args.train_only:
+            commands.append(development_command(folder, corpus))
+        with open(folder / "run.log", "a") as log:
+            for command in commands:
+                done = subprocess.run(
+                    command, stdout=log, stderr=subprocess.STDOUT, env=environment, check=False
+                )
+                if done.returncode != 0:
+                    print(f"{name} failed: see {folder / 'run.log'}", file=sys.stderr)
+                    return
+        if args.train_only:
+            return
+        development = json.loads((folder / "development.json").read_text())
+        with lock:
+            results["runs"][f"{corpus}-{recipe}-{seed}"] = {
+                "corpus": corpus,
+                "recipe": recipe,
+                "seed": seed,
+                "development": development,
+            }
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(results, indent=1) + "\n")
+        print(f"{name}: placed", flush=True)
+
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        list(pool.map(run, todo))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""A model over training: every kept network placed on its corpus's yardsticks and labelled by
+the learner it is nearest (a rung of the in-context ladder, retrieval or inference).
+
+    hmm-development --checkpoints runs/study/models/depth4-seed0/training/development
+    python scripts/development.py --checkpoints runs/x/training --data diversity-8192 --out runs/x/development.json
+
+--checkpoints: folders of checkpoints (the `step-<N>` networks `run.checkpoints` keeps, or the
+Trainer's `checkpoint-<N>` folders; any causal LM checkpoint whose folder name ends in its step),
+or checkpoint folders themselves. --data: a corpus preset, folder or Hub dataset id with an
+unseen-task split (default: the corpus the first checkpoint was trained on). The yardsticks'
+predictions (mixture Bayes, prior-level Bayes by particle learning, the oracle, on the first
+--rows rows of the test and test_unseen splits) are computed once and kept in --yardsticks;
+a folder that already holds them for the same corpus is read instead. Writes development.json
+(every network's KL from each candidate, its accuracy, its place on the ladder and its label)
+and development.png beside it, and prints a table.
+
+Hub checkpoints: download each revision into a folder named by its step first
+(`hf download ORG/NAME --revision step-500 --local-dir ckpts/step-500`).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import torch
+import transformers
+import yaml
+from tqdm.auto import tqdm
+
+import hmm_datasets
+from hmm_datasets.corpus import checkpoint_corpus, open_corpus
+from probing.architecture import check_causal_lm
+from probing.capture import load_causal_lm
+
+from .. import layout
+from ..development import (
+    DEVELOPMENT_JSON,
+    DEVELOPMENT_PNG,
+    Development,
+    NetworkPlace,
+    candidate_predictions,
+    kept_networks,
+    place_network,
+)
+from ..evaluation import model_next_token_probs
+from ..plots import plot_development
+from ..yardsticks import (
+    SPLITS,
+    YARDSTICKS_JSON,
+    check_same_corpus,
+    check_unseen_split,
+    corpus_yardsticks,
+    read_yardsticks,
+    write_yardsticks,
+)
+from . import Parser, at_least, refuse
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = Parser(description=__doc__)
+    parser.add_argument(
+        "--checkpoints", nargs="+", required=True, help="folders of checkpoints, or checkpoints"
+    )
+    parser.add_argument(
+        "--data", help="corpus preset, folder or Hub dataset id (default: the checkpoints' corpus)"
+    )
+    parser.add_argument("--rows", type=at_least(1), default=128, help="rows of each test split")
+    parser.add_argument(
+        "--prior-particles", type=at_least(1), default=16384, help="particles of the prior-level yardstick"
+    )
+    parser.add_argument("--yardsticks", help="folder of the yardsticks' predictions (default: beside --out)")
+    parser.add_argument("--out", help="the record's JSON (default: development.json beside the first folder)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    args = parser.parse_args(argv)
+    transformers.utils.logging.disable_progress_bar()
+    try:
+        networks = sorted(network for folder in args.checkpoints for network in listed(Path(folder)))
+        out = Path(args.out) if args.out else Path(args.checkpoints[0]).parent / DEVELOPMENT_JSON
+        corpus = open_corpus(args.data or checkpoint_corpus(str(networks[0][1])))
+        check_unseen_split(corpus)
+        kept = Path(args.yardsticks) if args.yardsticks else out.parent / layout.YARDSTICKS
+        facts, tensors = yardsticks(corpus, kept, args.rows, args.prior_particles)
+        development = Development(
+            source=", ".join(args.checkpoints),
+            corpus=corpus.config.name,
+            num_tasks=corpus.config.num_tasks,
+            rows={split: int(count) for split, count in facts["rows"].items()},
+            ladder=facts["ladder"],
+        )
+        vocab = corpus.config.vocab_size
+        candidates = {split: candidate_predictions(tensors, split, vocab) for split in SPLITS}
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        for step, folder in tqdm(networks, desc="networks", disable=args.quiet):
+            model = load_causal_lm(str(folder), device, check=check_causal_lm)
+            places = {}
+            for split in SPLITS:
+                ids = tensors[f"{split}/input_ids"].long()
+                probs = model_next_token_probs(model, ids, vocab + 1)
+                places[split] = place_network(
+                    probs, candidates[split], ids, split, facts["ladder"], corpus.layout
+                )
+            development.networks.append(NetworkPlace(step, tokens_at(folder, step), places))
+    except (ValueError, OSError) as error:
+        return refuse(error)
+    record = development.to_dict()
+    layout.write_json(out, record)
+    figure = plot_development(record, out.with_name(DEVELOPMENT_PNG))
+    print(development_table(record))
+    print(f"\nwrote {out} and {figure}")
+    return 0
+
+
+def listed(folder: Path) -> list[tuple[int, Path]]:
+    """The checkpoints `--checkpoints` names: a folder's checkpoints, by step (a one-line error
+    where there are none)."""
+    if not folder.is_dir():
+        raise ValueError(f"--checkpoints {folder}: no such folder.")
+    found = kept_networks(folder)
+    if not found:
+        raise ValueError(
+            f"--checkpoints {folder} holds no checkpoint whose folder name ends in its step "
+            "(step-<N>, checkpoint-<N>): train with --run.checkpoints 13, or name the folders by step."
+        )
+    return found
+
+
+def yardsticks(corpus, folder: Path, rows: int, particles: int) -> tuple[dict, dict[str, torch.Tensor]]:
+    """The yardsticks' facts and predictions: read from `folder` where it holds them for this
+    corpus, else computed (`corpus_yardsticks`) and written there, whole or not at all."""
+    if (folder / YARDSTICKS_JSON).is_file():
+        facts, tensors = read_yardsticks(folder)
+        check_same_corpus(facts, corpus.config)
+        return facts, tensors
+    start = time.perf_counter()
+    print(
+        f"the yardsticks of {corpus.config.name} on {rows} rows per split ({particles} particles)...",
+        flush=True,
+    )
+    facts, tensors = corpus_yardsticks(corpus, rows, particles)
+    layout.build_folder(folder, lambda staging: write_yardsticks(staging, facts, tensors))
+    print(f"  {folder} written in {time.perf_counter() - start:.0f} s", flush=True)
+    return facts, tensors
+
+
+def tokens_at(folder: Path, step: int) -> int | None:
+    """Training tokens at `step`, from the run config and corpus config a checkpoint of
+    `scripts/train.py` carries (one process: the world size is not recorded); None elsewhere."""
+    run_config, corpus_config = folder / layout.RUN_CONFIG_YAML, folder / layout.CORPUS_CONFIG_JSON
+    if not (run_config.is_file() and corpus_config.is_file()):
+        return None
+    training = (yaml.safe_load(run_config.read_text()) or {}).get("training", {})
+    rows = int(training.get("per_device_train_batch_size", 8)) * int(
+        training.get("gradient_accumulation_steps", 1)
+    )
+    return step * rows * hmm_datasets.load_corpus_config(folder).sequence_length
+
+
+def development_table(record: dict) -> str:
+    """A line per network: its step, tokens, and per split its KL from the reference beside the
+    best rung's, and its label."""
+    splits = list(record["networks"][0]["splits"]) if record["networks"] else []
+    head = f"{'step':>7} {'tokens':>11}" + "".join(f"  {split + ': KL, rung, label':<44}" for split in splits)
+    lines = [head]
+    for network in record["networks"]:
+        line = f"{network['step']:>7} {network['tokens'] or '':>11}"
+        for split in splits:
+            place = network["splits"][split]
+            kl = place["distances"][place["reference"]]
+            line += f"  {kl:6.3f} {place['best_rung_kl']:6.3f} {place['label']:<30}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,197 @@
+"""A model over training: each kept network placed on its corpus's yardsticks, and labelled by
+the learner it is nearest.
+
+Park et al. 2024 (arXiv 2412.01003) label each checkpoint of a network trained on a mixture of
+Markov chains by the algorithm whose predictions it is nearest (in-context unigram or bigram,
+retrieval of a training chain, inference of a new one). Here, on the yardstick rows of each
+split (`yardsticks.SPLITS`: seen tasks, unseen tasks), a network's predictions are compared
+with every candidate by KL(candidate ‖ network) in nats/token over test tokens 1..T-1:
+
+- each rung of the in-context ladder (`hmm_datasets.predictors.IN_CONTEXT`), by its name;
+- mixture Bayes over the K training HMMs: "retrieval";
+- prior-level Bayes under the HMM prior (particle learning): "inference".
+
+The label is the nearest candidate, with one condition (`phase_label`): "retrieval" and
+"inference" name learners that do better than counting the row's own tokens, so a network
+labelled by them must be past the ladder on that split, that is nearer the split's exact
+reference than the best rung is (`ladder_gate`'s scale: mixture Bayes on seen tasks, the oracle
+on unseen tasks). A network that is not is labelled by its nearest rung.
+
+Everything here takes predictions and returns plain values (`NetworkPlace`, `Development`);
+the command `hmm-development` loads the networks and writes the record, `plots` draws it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from hmm_datasets.layout import SampleLayout
+from hmm_datasets.predictors import IN_CONTEXT, in_context_predictor
+from hmm_datasets.scoring import next_token_scores
+
+from .ladder_gate import REFERENCES
+from .yardsticks import test_token_mean
+
+LEARNER_LABELS = {"mixture": "retrieval", "prior": "inference"}  # candidates beyond the ladder
+DEVELOPMENT_JSON = "development.json"
+DEVELOPMENT_PNG = "development.png"
+
+
+@dataclass(frozen=True)
+class SplitPlace:
+    """A network on the rows of one split: KL(candidate ‖ network) for every candidate
+    (`distances`: the rungs, `mixture`, `prior` where measured, `oracle`), its top-1 accuracy,
+    and the split's scale: KL(reference ‖ network) beside the best rung's."""
+
+    reference: str
+    distances: dict[str, float]
+    accuracy: float
+    best_rung: str
+    best_rung_kl: float
+
+    @property
+    def past_ladder(self) -> bool:
+        """Nearer the split's exact reference than the best rung of the ladder is."""
+        return self.distances[self.reference] < self.best_rung_kl
+
+    @property
+    def label(self) -> str:
+        return phase_label(self.distances, self.past_ladder)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "past_ladder": self.past_ladder, "label": self.label}
+
+
+@dataclass(frozen=True)
+class NetworkPlace:
+    """One kept network: its training step, the tokens it had trained on (None where unknown),
+    and its place on each split."""
+
+    step: int
+    tokens: int | None
+    splits: dict[str, SplitPlace]
+
+    def to_dict(self) -> dict:
+        return {
+            "step": self.step,
+            "tokens": self.tokens,
+            "splits": {s: p.to_dict() for s, p in self.splits.items()},
+        }
+
+
+@dataclass(frozen=True)
+class Development:
+    """A model over training: where its networks came from, the corpus and rows they were read
+    on, the ladder of those rows (`yardsticks.yardstick_ladder`'s facts) and each network's place,
+    by step."""
+
+    source: str
+    corpus: str
+    num_tasks: int
+    rows: dict[str, int]
+    ladder: dict
+    networks: list[NetworkPlace] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "networks": [n.to_dict() for n in self.networks]}
+
+
+def phase_label(distances: dict[str, float], past_ladder: bool) -> str:
+    """What a network is nearest (the smallest of `distances`, KL(candidate ‖ network), over
+    the rungs of `IN_CONTEXT`, `mixture` and `prior`): a rung's name, "retrieval" (mixture Bayes)
+    or "inference" (prior-level Bayes). Those two only for a network `past_ladder`; one that is
+    not is labelled by its nearest rung."""
+    candidates = [name for name in (*IN_CONTEXT, *LEARNER_LABELS) if name in distances]
+    if not past_ladder:
+        candidates = [name for name in candidates if name in IN_CONTEXT]
+    nearest = min(candidates, key=lambda name: distances[name])
+    return LEARNER_LABELS.get(nearest, nearest)
+
+
+def candidate_predictions(
+    tensors: dict[str, torch.Tensor], split: str, vocab_size: int
+) -> dict[str, torch.Tensor]:
+    """Every candidate's next-token probabilities on the yardstick rows of `split`: the rungs
+    of the ladder (computed from the rows), and mixture, prior and oracle from the yardsticks'
+    `tensors` (`yardsticks.corpus_yardsticks`; prior only where they hold it)."""
+    ids = tensors[f"{split}/input_ids"].long()
+    found = {name: in_context_predictor(name, vocab_size).next_token_probs(ids, None) for name in IN_CONTEXT}
+    for name in ("mixture", "prior", "oracle"):
+        if f"{split}/{name}" in tensors:
+            found[name] = tensors[f"{split}/{name}"]
+    return found
+
+
+def place_network(
+    network_probs: torch.Tensor,
+    candidates: dict[str, torch.Tensor],
+    input_ids: torch.Tensor,
+    split: str,
+    ladder: dict,
+    layout: SampleLayout,
+) -> SplitPlace:
+    """A network's place on one split: `network_probs` `[B, L, V+1]` on the split's yardstick rows,
+    against every candidate on the same rows (`candidate_predictions`); the best rung and its KL
+    from the ladder of those rows (`yardsticks.yardstick_ladder`'s facts)."""
+    distances = {
+        name: test_token_mean(next_token_scores(network_probs, input_ids, probs.double())["kl"], layout)
+        for name, probs in candidates.items()
+    }
+    reference = REFERENCES[split]
+    best = ladder[split]["best_in_context"][reference]
+    return SplitPlace(
+        reference=reference,
+        distances=distances,
+        accuracy=test_token_mean(next_token_scores(network_probs, input_ids)["correct"], layout),
+        best_rung=best,
+        best_rung_kl=ladder[split]["references"][reference][best],
+    )
+
+
+def development_from_dict(data: dict) -> Development:
+    """A development record read back (`Development.to_dict`'s form); the derived fields
+    (`past_ladder`, `label`) are recomputed, not read."""
+    networks = [
+        NetworkPlace(
+            step=int(n["step"]),
+            tokens=n["tokens"],
+            splits={
+                split: SplitPlace(
+                    reference=p["reference"],
+                    distances=dict(p["distances"]),
+                    accuracy=p["accuracy"],
+                    best_rung=p["best_rung"],
+                    best_rung_kl=p["best_rung_kl"],
+                )
+                for split, p in n["splits"].items()
+            },
+        )
+        for n in data["networks"]
+    ]
+    fields = ("source", "corpus", "num_tasks", "rows", "ladder")
+    return Development(**{name: data[name] for name in fields}, networks=networks)
+
+
+_STEP = re.compile(r"(?:^|[-_])(\d+)$")
+
+
+def step_of(name: str) -> int | None:
+    """The training step a checkpoint's folder name carries (`step-0000500`, `checkpoint-500`),
+    or None."""
+    found = _STEP.search(name)
+    return int(found.group(1)) if found else None
+
+
+def kept_networks(folder: Path) -> list[tuple[int, Path]]:
+    """The checkpoints in `folder` (sub-folders holding a config.json whose name ends in a step),
+    by step; `folder` itself where it is one checkpoint."""
+    inside = [(step_of(p.name), p) for p in folder.iterdir() if p.is_dir() and (p / "config.json").is_file()]
+    found = sorted((step, path) for step, path in inside if step is not None)
+    if not found and (folder / "config.json").is_file():
+        step = step_of(folder.name)
+        return [(0 if step is None else step, folder)]
+    return found

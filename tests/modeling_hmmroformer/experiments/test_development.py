@@ -1,0 +1,198 @@
+"""A model over training: the schedule of kept networks, their resumption, the development
+record of a tiny model, and the phase label's refusal below the ladder."""
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from transformers import TrainerCallback
+
+from hmm_datasets.predictors import IN_CONTEXT
+from modeling_hmmroformer.experiments import layout
+from modeling_hmmroformer.experiments.commands import development as command
+from modeling_hmmroformer.experiments.development import (
+    SplitPlace,
+    development_from_dict,
+    kept_networks,
+    phase_label,
+    step_of,
+)
+from modeling_hmmroformer.experiments.settings import load_run_config
+from modeling_hmmroformer.experiments.training import (
+    checkpoint_schedule,
+    development_folder,
+    prepare,
+    train,
+)
+
+ROOT = Path(__file__).resolve().parents[3]
+TINY = ROOT / "configs" / "tiny.yaml"
+# A tiny corpus of nearly deterministic HMMs (the unigram count is a weak rung) with unseen tasks,
+# trained at a constant rate long enough that the network passes the unigram rung on seen tasks.
+LEARNS = [
+    "--corpus.num_test_unseen", "32",
+    "--corpus.transition_concentration", "0.05",
+    "--corpus.emission_concentration", "0.05",
+    "--training.max_steps", "120",
+    "--training.learning_rate", "1e-2",
+    "--training.lr_scheduler_type", "constant_with_warmup",
+    "--training.eval_strategy", "no",
+    "--training.save_steps", "40",
+    "--run.checkpoints", "5",
+]  # fmt: skip
+
+
+def tiny_run(tmp_path, *overrides):
+    return load_run_config(TINY, ["--training.output_dir", str(tmp_path / "run"), *overrides])
+
+
+# ---- the schedule ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "last, count, first", [(12000, 13, 50), (8000, 12, 10), (120, 5, 10), (10**6, 20, 1)]
+)
+def test_the_schedule_is_log_spaced_from_first_to_last_after_step_0(last, count, first):
+    steps = checkpoint_schedule(last, count, first)
+    assert steps[0] == 0 and steps[1] == first and steps[-1] == last
+    assert steps == sorted(set(steps)) and len(steps) == count
+    logs = np.log(steps[1:])
+    ratios = np.diff(logs)  # equal in log space, up to rounding each step to a whole one
+    assert np.allclose(ratios, (math.log(last) - math.log(first)) / (count - 2), atol=1.0 / first)
+
+
+def test_a_short_run_keeps_each_step_once_and_a_bad_count_is_refused():
+    assert checkpoint_schedule(4, 12, 1) == [0, 1, 2, 3, 4]
+    assert checkpoint_schedule(100, 2) == [0, 100]
+    assert checkpoint_schedule(5, 3, 10) == [0, 5]  # the first step beyond the run: the last
+    assert checkpoint_schedule(100, 0) == []
+    with pytest.raises(ValueError, match="run.checkpoints=1"):
+        checkpoint_schedule(100, 1)
+
+
+def test_checkpoints_need_max_steps(tmp_path):
+    run = tiny_run(tmp_path, "--run.checkpoints", "4", "--training.max_steps", "null")  # by epochs
+    with pytest.raises(ValueError, match="set training.max_steps"):
+        prepare(run, resume=False)
+
+
+class Killed(Exception):
+    pass
+
+
+class KillAt(TrainerCallback):
+    def __init__(self, step):
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            raise Killed
+
+
+def test_a_killed_run_resumes_and_keeps_every_network_it_had_kept(tmp_path):
+    run = tiny_run(tmp_path, *LEARNS)
+    kept = run.output_dir / layout.DEVELOPMENT
+    schedule = checkpoint_schedule(120, 5, 10)  # [0, 10, 23, 52, 120]
+    prepared = prepare(run, resume=False)
+    prepared.trainer.add_callback(KillAt(60))  # after the Trainer's checkpoint at 40, past 52
+    with pytest.raises(Killed):
+        prepared.trainer.train()
+    before = {step: development_folder(kept, step) for step in schedule if step <= 60}
+    stamps = {step: (folder / layout.WEIGHTS).stat().st_mtime_ns for step, folder in before.items()}
+    assert [step for step, _ in kept_networks(kept)] == schedule[:-1]
+    train(run, resume=True)  # from checkpoint-40: steps 41..60 again, 52 among them
+    assert [step for step, _ in kept_networks(kept)] == schedule
+    for step, folder in before.items():  # none written again, the one past the resumed step included
+        assert (folder / layout.WEIGHTS).stat().st_mtime_ns == stamps[step]
+    assert not list(kept.glob(".*partial"))
+
+
+def test_step_of_reads_the_names_checkpoints_carry():
+    assert step_of("step-0000500") == 500 and step_of("checkpoint-40") == 40
+    assert step_of("model") is None and step_of("step-5-old") is None
+
+
+# ---- the development record of a tiny model -----------------------------------------------
+@pytest.fixture(scope="module")
+def tiny_development(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("development")
+    run = tiny_run(folder, *LEARNS)
+    train(run)
+    out = folder / "development.json"
+    status = command.main(
+        [
+            "--checkpoints", str(run.output_dir / layout.DEVELOPMENT),
+            "--rows", "32",
+            "--prior-particles", "256",
+            "--out", str(out),
+            "--quiet",
+        ]
+    )  # fmt: skip
+    assert status == 0
+    return json.loads(out.read_text()), out
+
+
+def test_the_first_network_is_below_the_unigram_rung_and_the_last_above(tiny_development):
+    record, out = tiny_development
+    assert [n["step"] for n in record["networks"]] == checkpoint_schedule(120, 5, 10)
+    unigram = record["ladder"]["test"]["references"]["mixture"]["unigram"]
+    first, last = (record["networks"][i]["splits"]["test"] for i in (0, -1))
+    assert first["distances"]["mixture"] > unigram > last["distances"]["mixture"]
+    assert record["networks"][0]["tokens"] is not None  # 0 tokens at step 0
+    assert record["networks"][-1]["tokens"] == 120 * 16 * 52  # steps x rows x tokens a row
+    assert out.with_name("development.png").stat().st_size > 0
+    assert (out.parent / layout.YARDSTICKS / "yardsticks.json").is_file()
+
+
+def test_each_label_is_recomputed_from_the_record(tiny_development):
+    record, _ = tiny_development
+    development = development_from_dict(record)
+    for stored, network in zip(record["networks"], development.networks):
+        for split, place in network.splits.items():
+            kept = stored["splits"][split]
+            assert place.label == kept["label"] and place.past_ladder == kept["past_ladder"]
+            assert place.label == phase_label(
+                kept["distances"], kept["distances"][kept["reference"]] < kept["best_rung_kl"]
+            )
+    assert development.to_dict() == record  # read back whole
+
+
+def test_a_second_run_reads_the_kept_yardsticks(tiny_development, tmp_path, capsys):
+    record, out = tiny_development
+    again = tmp_path / "again.json"
+    checkpoints = Path(record["source"])
+    args = ["--checkpoints", str(checkpoints), "--yardsticks", str(out.parent / layout.YARDSTICKS)]
+    assert command.main([*args, "--out", str(again), "--quiet"]) == 0
+    assert "the yardsticks of" not in capsys.readouterr().out  # read, not computed again
+    assert json.loads(again.read_text())["networks"] == record["networks"]
+
+
+def test_a_folder_without_checkpoints_is_one_line(tmp_path, capsys):
+    assert command.main(["--checkpoints", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "holds no checkpoint" in err
+
+
+# ---- the phase label ------------------------------------------------------------------------
+DISTANCES = {name: 1.0 + 0.1 * i for i, name in enumerate(IN_CONTEXT)}  # unigram nearest of the rungs
+
+
+@pytest.mark.parametrize("learner, label", [("prior", "inference"), ("mixture", "retrieval")])
+def test_a_learner_label_needs_the_network_past_the_ladder(learner, label):
+    distances = {**DISTANCES, "mixture": 2.0, "prior": 2.0, learner: 0.5}  # the learner nearest
+    assert phase_label(distances, past_ladder=True) == label
+    assert phase_label(distances, past_ladder=False) == "unigram"  # refused: the nearest rung
+
+
+def test_the_nearest_rung_labels_a_network_nearer_a_rung_than_either_learner():
+    distances = {**DISTANCES, "bigram": 0.3, "mixture": 0.4, "prior": 0.5}
+    assert phase_label(distances, past_ladder=True) == "bigram"
+
+
+def test_past_the_ladder_is_strictly_nearer_the_reference_than_the_best_rung():
+    def place(model_kl):
+        distances = {**DISTANCES, "oracle": model_kl, "prior": 0.1}
+        return SplitPlace("oracle", distances, 0.5, "ppm3", 0.45)
+
+    assert not place(0.45).past_ladder and place(0.45).label == "unigram"
+    assert place(0.45 - 1e-9).past_ladder and place(0.45 - 1e-9).label == "inference"
