@@ -174,3 +174,40 @@ def plot_architectures(summary: dict, folder: Path) -> dict[str, str]:
     axes.flat[0].legend(handles.values(), handles.keys(), fontsize=6)
     save_figure(fig, folder / ARCHITECTURES_FIGURE)
     return {"claims": ARCHITECTURES_FIGURE}
+
+
+# ---- the phase diagram: task diversity K x training tokens (`development.Development`) ---------
+def plot_phase_diagram(records: list[dict], path: str | Path) -> Path:
+    """Per split, every kept network of every record at (training tokens, K), coloured by its
+    phase label (`development.phase_label`); records of one K (seeds, HMM draws) side by side
+    in a narrow band around it. Step 0 and networks without a token count are left out."""
+    from .plots import SPLIT_TITLES, phase_color
+
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.2), squeeze=False)
+    ks = sorted({r["num_tasks"] for r in records})
+    labels = set()
+    for ax, split in zip(axes[0], SPLIT_TITLES):
+        for k in ks:
+            same = [r for r in records if r["num_tasks"] == k]
+            for index, record in enumerate(same):
+                y = k * 2 ** (0.3 * (index - (len(same) - 1) / 2) / max(1, len(same)))
+                for network in record["networks"]:
+                    place = network["splits"].get(split)
+                    if place is None or not network["tokens"]:
+                        continue
+                    labels.add(place["label"])
+                    ax.scatter(
+                        network["tokens"], y, color=phase_color(place["label"]), s=40, edgecolor="k", lw=0.3
+                    )
+        ax.set_xscale("log")
+        ax.set_yscale("log", base=2)
+        ax.set_yticks(ks, [str(k) for k in ks])
+        ax.set_ylim(min(ks) / 2, max(ks) * 2)
+        ax.set_xlabel("training tokens")
+        ax.set_ylabel("K, HMMs in the training mixture")
+        ax.set_title(f"nearest learner, {SPLIT_TITLES[split]}", fontsize=9)
+    ordered = sorted(labels, key=lambda label: (label in ("retrieval", "inference"), label))
+    handles = [plt.Line2D([], [], ls="", marker="o", color=phase_color(label)) for label in ordered]
+    axes[0][-1].legend(handles, ordered, fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    return save_figure(fig, path)

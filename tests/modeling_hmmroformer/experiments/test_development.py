@@ -196,3 +196,19 @@ def test_past_the_ladder_is_strictly_nearer_the_reference_than_the_best_rung():
 
     assert not place(0.45).past_ladder and place(0.45).label == "unigram"
     assert place(0.45 - 1e-9).past_ladder and place(0.45 - 1e-9).label == "inference"
+
+
+def test_the_phase_diagram_reads_records_and_refuses_others_in_one_line(tiny_development, tmp_path, capsys):
+    from modeling_hmmroformer.experiments.commands import phase_diagram
+
+    record, out = tiny_development
+    tampered = tmp_path / "tampered.json"  # the same networks at another K
+    tampered.write_text(json.dumps({**record, "num_tasks": 64}))
+    figure = tmp_path / "phase.png"
+    assert phase_diagram.main([str(out), str(tampered), "--out", str(figure)]) == 0
+    assert figure.stat().st_size > 0
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"networks": []}))
+    assert phase_diagram.main([str(other), "--out", str(figure)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "not a development record" in err
