@@ -9,7 +9,8 @@ Bayes and every rung of the in-context ladder, on seen- and unseen-task rows).
 
 Each run is `scripts/train.py configs/study.yaml` with the recipe's overrides in
 `runs/calibration/<corpus>-<recipe>-seed<s>/` (a stopped run resumes from its checkpoint), then
-`scripts/development.py` over its kept networks. The results land in
+`scripts/development.py` over its kept networks (the yardsticks of each corpus, 16,384
+particles, computed once in `runs/calibration/yardsticks-<corpus>/`). The results land in
 `benchmarks/results/calibration.json` as each run finishes; a run found there is not redone.
 """
 
@@ -62,8 +63,11 @@ def development_command(folder: Path, corpus: str) -> list[str]:
         str(folder / "development"),
         "--data",
         corpus,
+        "--yardsticks",
+        str(folder.parent / f"yardsticks-{corpus}"),
         "--out",
         str(folder / "development.json"),
+        "--quiet",
     ]
 
 

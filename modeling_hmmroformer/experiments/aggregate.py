@@ -42,6 +42,7 @@ def model_record(
     knockout_path = folder / layout.ANALYSIS_FILES["knockout"]
     knockout = _read(knockout_path) if knockout_path.is_file() else None
     yardsticks_path = folder / layout.ANALYSIS_FILES["yardsticks"]
+    development_path = folder / layout.ANALYSIS_FILES["development"]
     splits = profiles(fig1, probes, knockout, depth)
     return {
         "version": RECORD_VERSION,
@@ -61,6 +62,7 @@ def model_record(
         "layer_one": {network: layer_one(splits[0][network]) for network in ("trained", "twin")},
         "memory": _read(folder / layout.ANALYSIS_FILES["model_memory"]),
         "yardsticks": _read(yardsticks_path) if yardsticks_path.is_file() else None,
+        "development": _read(development_path) if development_path.is_file() else None,
         "seconds": seconds or {},
     }
 

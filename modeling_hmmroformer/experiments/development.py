@@ -24,21 +24,27 @@ the command `hmm-development` loads the networks and writes the record, `plots` 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
+import yaml
 
+from hmm_datasets.corpus import Corpus
+from hmm_datasets.export import load_corpus_config
 from hmm_datasets.layout import SampleLayout
 from hmm_datasets.predictors import IN_CONTEXT, in_context_predictor
 from hmm_datasets.scoring import next_token_scores
+from probing.architecture import check_causal_lm
+from probing.capture import load_causal_lm
 
+from . import layout
+from .evaluation import model_next_token_probs
 from .ladder_gate import REFERENCES
-from .yardsticks import test_token_mean
+from .yardsticks import SPLITS, test_token_mean
 
 LEARNER_LABELS = {"mixture": "retrieval", "prior": "inference"}  # candidates beyond the ladder
-DEVELOPMENT_JSON = "development.json"
-DEVELOPMENT_PNG = "development.png"
 
 
 @dataclass(frozen=True)
@@ -195,3 +201,49 @@ def kept_networks(folder: Path) -> list[tuple[int, Path]]:
         step = step_of(folder.name)
         return [(0 if step is None else step, folder)]
     return found
+
+
+def tokens_at(folder: Path, step: int) -> int | None:
+    """Training tokens at `step`, from the run config and corpus config a checkpoint of
+    `scripts/train.py` carries (one process: the world size is not recorded); None elsewhere."""
+    run_config, corpus_config = folder / layout.RUN_CONFIG_YAML, folder / layout.CORPUS_CONFIG_JSON
+    if not (run_config.is_file() and corpus_config.is_file()):
+        return None
+    training = (yaml.safe_load(run_config.read_text()) or {}).get("training", {})
+    rows = int(training.get("per_device_train_batch_size", 8)) * int(
+        training.get("gradient_accumulation_steps", 1)
+    )
+    return step * rows * load_corpus_config(folder).sequence_length
+
+
+def place_networks(
+    networks: Iterable[tuple[int, Path]],
+    corpus: Corpus,
+    facts: dict,
+    tensors: dict[str, torch.Tensor],
+    source: str,
+) -> Development:
+    """Every network of `networks` (step, checkpoint folder) placed on the yardsticks of
+    `corpus` (`facts` and `tensors`: `yardsticks.corpus_yardsticks`' on the same corpus), each
+    loaded in turn on the GPU when there is one."""
+    development = Development(
+        source=source,
+        corpus=corpus.config.name,
+        num_tasks=corpus.config.num_tasks,
+        rows={split: int(count) for split, count in facts["rows"].items()},
+        ladder=facts["ladder"],
+    )
+    vocab = corpus.config.vocab_size
+    candidates = {split: candidate_predictions(tensors, split, vocab) for split in SPLITS}
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    for step, folder in networks:
+        model = load_causal_lm(str(folder), device, check=check_causal_lm)
+        places = {}
+        for split in SPLITS:
+            ids = tensors[f"{split}/input_ids"].long()
+            probs = model_next_token_probs(model, ids, vocab + 1)
+            places[split] = place_network(
+                probs, candidates[split], ids, split, facts["ladder"], corpus.layout
+            )
+        development.networks.append(NetworkPlace(step, tokens_at(folder, step), places))
+    return development

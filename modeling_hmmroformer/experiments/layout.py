@@ -38,7 +38,7 @@ from probing.plots import PROBE_FIGURES, PROBES_JSON
 # ---- folders of a run ---------------------------------------------------------------------
 CORPUS = "corpus"
 TRAINING = "training"
-DEVELOPMENT = "development"  # in training/: the networks kept over training (step-<N>/)
+DEVELOPMENT = "development"  # in training/: the networks kept over training (step-<N>/); in a model folder: their places
 FIGURE1 = "figure1"
 YARDSTICKS = "yardsticks"  # a corpus's yardstick predictions (corpora with an unseen-task split)
 YARDSTICKS_JSON = "yardsticks.json"  # in a model's figure1/: the model against the yardsticks
@@ -62,6 +62,8 @@ LEMMA1_PNG = "lemma1.png"
 MEMORY_JSON = "memory.json"
 MEMORY_PNG = "memory.png"
 KNOCKOUT_JSON = "knockout.json"
+DEVELOPMENT_JSON = "development.json"
+DEVELOPMENT_PNG = "development.png"
 KNOCKOUT_PNG = "knockout.png"
 RECORD_JSON = (
     "record.json"  # a study model's small record: what the report reads (models/<name>.json in --records)
@@ -97,6 +99,7 @@ ANALYSIS_FILES = {
     "model_memory": Path(MEMORY) / MEMORY_JSON,
     "knockout": Path(KNOCKOUT) / KNOCKOUT_JSON,
     "yardsticks": Path(FIGURE1) / YARDSTICKS_JSON,
+    "development": Path(DEVELOPMENT) / DEVELOPMENT_JSON,
 }
 STUDY_FIGURES = {  # figure -> file in a study's figures/
     name: f"{FIGURES}/{name}.png"
@@ -114,4 +117,5 @@ CARD_FIGURES = {
     "lemma1": f"{MEMORY}/{LEMMA1_PNG}",
     "memory": f"{MEMORY}/{MEMORY_PNG}",
     "knockout": f"{KNOCKOUT}/{KNOCKOUT_PNG}",
+    "development": f"{DEVELOPMENT}/{DEVELOPMENT_PNG}",
 }

@@ -71,9 +71,10 @@ from probing.plots import write_probe_results
 from probing.run import run_probing
 
 from . import layout
+from .development import kept_networks, place_networks
 from .evaluation import figure1, load_evaluation_data, model_next_token_probs
 from .memory import corpus_lemma1, corpus_model_memory
-from .plots import write_figure1, write_lemma1, write_model_memory
+from .plots import plot_development, write_figure1, write_lemma1, write_model_memory
 from .settings import (
     CONFIGS_DIR,
     PRESETS,
@@ -292,13 +293,14 @@ def stage_plan(pipeline: Pipeline, state: dict) -> dict[str, Callable[[], None]]
         plan["yardsticks"] = functools.partial(measure_yardsticks, p)
     for m in to_run:  # each model trained, analysed and recorded before the next one starts
         runners = {
+            "development": functools.partial(measure_development, p, m),
             "train": functools.partial(train_model, p, m),
             "evaluate": functools.partial(evaluate_model, p, m),
             "probe": functools.partial(probe_model, p, m),
             "memory": functools.partial(measure_memory, p, m, with_lemma1=not study),
             "knockout": functools.partial(measure_knockout, p, m),
         }
-        plan.update({m.stage(name): runners[name] for name in MODEL_STAGES})
+        plan.update({m.stage(name): runners[name] for name in model_stages(p, m)})
         if study:
             plan[m.stage("record")] = functools.partial(study_stages.record_model, p, m, state)
     if not study:
@@ -532,7 +534,7 @@ def check_jobs(p: Pipeline, jobs: int) -> None:
 
 
 def model_stage_names(p: Pipeline) -> set[str]:
-    return {m.stage(name) for m in p.models for name in (*MODEL_STAGES, "record")}
+    return {m.stage(name) for m in p.models for name in (*model_stages(p, m), "record")}
 
 
 def run_models_side_by_side(p: Pipeline, state: dict, jobs: int, log: Callable[[str], None]) -> None:
@@ -563,7 +565,7 @@ def run_model_stages(p: Pipeline, m: ModelRun, threads: int, jobs: int) -> None:
         transformers.utils.logging.disable_progress_bar()
     state = read_state(p)
     plan = stage_plan(p, state)
-    for name in (*MODEL_STAGES, "record"):
+    for name in (*model_stages(p, m), "record"):
         stage = m.stage(name)
         run_stage(p, state, stage, plan[stage], stage, print)
 
@@ -572,7 +574,7 @@ def forget_models_gone(p: Pipeline, state: dict, log: Callable[[str], None]) -> 
     """The state without the stages of models whose folder is gone (a study folder carried to
     another machine with its shared stages only): those models start over, and the report after them."""
     gone = [m for m in p.models if not m.folder.is_dir() and not p.has_record(m)]
-    stages = {m.stage(name) for m in gone for name in (*MODEL_STAGES, "record")} & set(state["stages"])
+    stages = {m.stage(name) for m in gone for name in (*model_stages(p, m), "record")} & set(state["stages"])
     if stages:
         log(f"{len(stages)} stages of models whose folder is gone are redone")
         stages.add("report")
@@ -665,6 +667,13 @@ def trained_model(m: ModelRun):
     return load_causal_lm(str(m.path(layout.TRAINING)), check=check_causal_lm)
 
 
+def model_stages(p: Pipeline, m: ModelRun) -> tuple[str, ...]:
+    """Model `m`'s stages, in order: `MODEL_STAGES`, then "development" where its training keeps
+    networks (`run.checkpoints`) and the corpus has the yardsticks to place them on."""
+    keeps = m.run.run_section.checkpoints > 0 and has_unseen_tasks(p)
+    return (*MODEL_STAGES, "development") if keeps else MODEL_STAGES
+
+
 def has_unseen_tasks(p: Pipeline) -> bool:
     """Does the pipeline's corpus have an unseen-task split (and so the yardsticks stage)?"""
     return p.run.corpus_config().num_test_unseen > 0
@@ -699,6 +708,21 @@ def evaluate_model(p: Pipeline, m: ModelRun) -> None:
             layout.write_json(staging / layout.YARDSTICKS_JSON, placed)
 
     layout.build_folder(m.path(layout.FIGURE1), write)
+
+
+def measure_development(p: Pipeline, m: ModelRun) -> None:
+    """Every network training kept, placed on the corpus's yardsticks and labelled
+    (`development.place_networks`), with its figure."""
+    facts, tensors = read_yardsticks(p.out / layout.YARDSTICKS)
+    kept = m.path(layout.TRAINING) / layout.DEVELOPMENT
+    source = str(kept.relative_to(m.folder))
+    record = place_networks(kept_networks(kept), open_corpus(str(p.corpus)), facts, tensors, source).to_dict()
+
+    def write(staging: Path) -> None:
+        layout.write_json(staging / layout.DEVELOPMENT_JSON, record)
+        plot_development(record, staging / layout.DEVELOPMENT_PNG)
+
+    layout.build_folder(m.path(layout.DEVELOPMENT), write)
 
 
 def probe_model(p: Pipeline, m: ModelRun) -> None:

@@ -11,11 +11,11 @@ from model_cards.study_reports import render_study_report
 from . import layout
 from .aggregate import check_records, model_record, summarize_study
 from .pipeline import (
-    MODEL_STAGES,
     ModelRun,
     Pipeline,
     flat_settings,
     machine_description,
+    model_stages,
     stage_seconds,
     write_json_and_report,
 )
@@ -32,18 +32,20 @@ def check_recorded_models(p: Pipeline) -> None:
 def record_model(p: Pipeline, m: ModelRun, state: dict) -> None:
     """The model's small record in its folder, and in the records folder when there is one, with
     the wall times of its stages (so a study resumed on a fresh clone still reports them)."""
-    record = model_record(m.depth, m.seed, m.folder, p.record_fingerprint(), seconds=model_seconds(state, m))
+    record = model_record(
+        m.depth, m.seed, m.folder, p.record_fingerprint(), seconds=model_seconds(p, state, m)
+    )
     record["settings"] = flat_settings(p.settings, p.run)  # names the setting that differs, on a refusal
     layout.write_json(m.path(layout.RECORD_JSON), record)
     if p.records is not None:
         layout.write_json(p.record_path(m), record)
 
 
-def model_seconds(state: dict, m: ModelRun) -> dict[str, float]:
+def model_seconds(p: Pipeline, state: dict, m: ModelRun) -> dict[str, float]:
     """Model `m`'s stage times from the state, by stage name without the model's tag."""
     return {
         name: state["stages"][m.stage(name)]["seconds"]
-        for name in MODEL_STAGES
+        for name in model_stages(p, m)
         if m.stage(name) in state["stages"]
     }
 

@@ -26,28 +26,14 @@ from pathlib import Path
 
 import torch
 import transformers
-import yaml
 from tqdm.auto import tqdm
 
-import hmm_datasets
 from hmm_datasets.corpus import checkpoint_corpus, open_corpus
-from probing.architecture import check_causal_lm
-from probing.capture import load_causal_lm
 
 from .. import layout
-from ..development import (
-    DEVELOPMENT_JSON,
-    DEVELOPMENT_PNG,
-    Development,
-    NetworkPlace,
-    candidate_predictions,
-    kept_networks,
-    place_network,
-)
-from ..evaluation import model_next_token_probs
+from ..development import kept_networks, place_networks
 from ..plots import plot_development
 from ..yardsticks import (
-    SPLITS,
     YARDSTICKS_JSON,
     check_same_corpus,
     check_unseen_split,
@@ -77,36 +63,18 @@ def main(argv: list[str] | None = None) -> int:
     transformers.utils.logging.disable_progress_bar()
     try:
         networks = sorted(network for folder in args.checkpoints for network in listed(Path(folder)))
-        out = Path(args.out) if args.out else Path(args.checkpoints[0]).parent / DEVELOPMENT_JSON
+        out = Path(args.out) if args.out else Path(args.checkpoints[0]).parent / layout.DEVELOPMENT_JSON
         corpus = open_corpus(args.data or checkpoint_corpus(str(networks[0][1])))
         check_unseen_split(corpus)
         kept = Path(args.yardsticks) if args.yardsticks else out.parent / layout.YARDSTICKS
         facts, tensors = yardsticks(corpus, kept, args.rows, args.prior_particles)
-        development = Development(
-            source=", ".join(args.checkpoints),
-            corpus=corpus.config.name,
-            num_tasks=corpus.config.num_tasks,
-            rows={split: int(count) for split, count in facts["rows"].items()},
-            ladder=facts["ladder"],
-        )
-        vocab = corpus.config.vocab_size
-        candidates = {split: candidate_predictions(tensors, split, vocab) for split in SPLITS}
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-        for step, folder in tqdm(networks, desc="networks", disable=args.quiet):
-            model = load_causal_lm(str(folder), device, check=check_causal_lm)
-            places = {}
-            for split in SPLITS:
-                ids = tensors[f"{split}/input_ids"].long()
-                probs = model_next_token_probs(model, ids, vocab + 1)
-                places[split] = place_network(
-                    probs, candidates[split], ids, split, facts["ladder"], corpus.layout
-                )
-            development.networks.append(NetworkPlace(step, tokens_at(folder, step), places))
+        progress = tqdm(networks, desc="networks", disable=args.quiet)
+        development = place_networks(progress, corpus, facts, tensors, source=", ".join(args.checkpoints))
     except (ValueError, OSError) as error:
         return refuse(error)
     record = development.to_dict()
     layout.write_json(out, record)
-    figure = plot_development(record, out.with_name(DEVELOPMENT_PNG))
+    figure = plot_development(record, out.with_name(layout.DEVELOPMENT_PNG))
     print(development_table(record))
     print(f"\nwrote {out} and {figure}")
     return 0
@@ -142,19 +110,6 @@ def yardsticks(corpus, folder: Path, rows: int, particles: int) -> tuple[dict, d
     layout.build_folder(folder, lambda staging: write_yardsticks(staging, facts, tensors))
     print(f"  {folder} written in {time.perf_counter() - start:.0f} s", flush=True)
     return facts, tensors
-
-
-def tokens_at(folder: Path, step: int) -> int | None:
-    """Training tokens at `step`, from the run config and corpus config a checkpoint of
-    `scripts/train.py` carries (one process: the world size is not recorded); None elsewhere."""
-    run_config, corpus_config = folder / layout.RUN_CONFIG_YAML, folder / layout.CORPUS_CONFIG_JSON
-    if not (run_config.is_file() and corpus_config.is_file()):
-        return None
-    training = (yaml.safe_load(run_config.read_text()) or {}).get("training", {})
-    rows = int(training.get("per_device_train_batch_size", 8)) * int(
-        training.get("gradient_accumulation_steps", 1)
-    )
-    return step * rows * hmm_datasets.load_corpus_config(folder).sequence_length
 
 
 def development_table(record: dict) -> str:

@@ -212,3 +212,41 @@ def test_the_phase_diagram_reads_records_and_refuses_others_in_one_line(tiny_dev
     assert phase_diagram.main([str(other), "--out", str(figure)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and "not a development record" in err
+
+
+# ---- in a study: the development stage and the record ------------------------------------------
+def test_a_study_that_keeps_networks_places_them_and_records_their_places(quick_studied, tmp_path):
+    from modeling_hmmroformer.experiments.pipeline import (
+        check_reuse,
+        make_pipeline,
+        read_state,
+        reuse_shared_stages,
+        run_pipeline,
+        stage_names,
+        write_state,
+    )
+    from modeling_hmmroformer.experiments.settings import get_settings
+
+    source, _ = quick_studied
+    settings = get_settings("quick", depths=(2,), seeds=(0,), overrides={"run": {"checkpoints": 3}})
+    study = make_pipeline(
+        settings, tmp_path / "kept", kind="study", progress=False, records=tmp_path / "records"
+    )
+    assert "development depth2 seed0" in stage_names(study)
+    assert (
+        stage_names(study).index("development depth2 seed0")
+        == stage_names(study).index("record depth2 seed0") - 1
+    )
+    study.out.mkdir()
+    state = read_state(study)
+    write_state(study, state)
+    reuse_shared_stages(study, state, source, check_reuse(study, source), lambda line: None)
+    run_pipeline(study, log=lambda line: None)
+    record = json.loads((tmp_path / "records" / "depth2-seed0.json").read_text())
+    assert [n["step"] for n in record["development"]["networks"]] == checkpoint_schedule(20, 3, 10)
+    assert record["development"]["source"] == "training/development"
+    assert "development" in record["seconds"]
+    assert development_from_dict(record["development"]).to_dict() == record["development"]
+    assert (study.out / "models" / "depth2-seed0" / "development" / "development.png").is_file()
+    without = make_pipeline(get_settings("quick"), tmp_path / "plain", kind="study", progress=False)
+    assert not any(name.startswith("development") for name in stage_names(without))
