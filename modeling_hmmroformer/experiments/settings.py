@@ -590,6 +590,23 @@ PRESETS = {
             corpus_table_rows=128,
             prior_particles=DIVERSITY_PARTICLES,
         ),
+        # The inference study (docs/study.md): the 4-layer model trained past its in-context
+        # transition under the recipe of configs/inference.yaml, keeping 13 networks over training, at
+        # K = 32, 512 and 8192; three HMM draws of each (corpus seeds 0-2), two training seeds per draw
+        # (2d and 2d + 1: no initialisation shared across draws). The prior-level yardstick at N =
+        # 16,384 particles (about 12 minutes per corpus on 2 CPU cores; a GPU does 65,536 in one).
+        *(
+            Settings(
+                f"inference-{k}-draw{draw}",
+                "inference.yaml",
+                depths=(4,),
+                seeds=(2 * draw, 2 * draw + 1),
+                overrides={"corpus": {"preset": f"diversity-{k}", "seed": draw}},
+                corpus_table_rows=128,
+            )
+            for k in (32, 512, 8192)
+            for draw in (0, 1, 2)
+        ),
         # The test suite's end-to-end study: seconds on 2 cores.
         Settings(
             "quick",
