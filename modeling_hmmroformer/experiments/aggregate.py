@@ -63,7 +63,21 @@ def model_record(
         "memory": _read(folder / layout.ANALYSIS_FILES["model_memory"]),
         "yardsticks": _read(yardsticks_path) if yardsticks_path.is_file() else None,
         "development": _read(development_path) if development_path.is_file() else None,
+        "development_statistics": development_statistics(folder, depth),
         "seconds": seconds or {},
+    }
+
+
+def development_statistics(folder: Path, depth: int) -> dict[str, dict] | None:
+    """Every claim's statistics (`claims.model_statistics`) of each kept network the study probed
+    (`development_probes/step-<N>/`), by step as text; None where none was probed. Figure 1's
+    and the knock-out's curves are the trained model's only: those claims are missing here."""
+    found = sorted((folder / layout.DEVELOPMENT_PROBES).glob(f"step-*/{layout.PROBES_JSON}"))
+    if not found:
+        return None
+    return {
+        str(int(path.parent.name.split("-")[1])): model_statistics(profiles(None, _read(path), None, depth))
+        for path in found
     }
 
 

@@ -63,6 +63,7 @@ MEMORY_JSON = "memory.json"
 MEMORY_PNG = "memory.png"
 KNOCKOUT_JSON = "knockout.json"
 DEVELOPMENT_JSON = "development.json"
+DEVELOPMENT_PROBES = "development_probes"  # in a model folder: step-<N>/, the probes of a kept network
 DEVELOPMENT_PNG = "development.png"
 KNOCKOUT_PNG = "knockout.png"
 RECORD_JSON = (

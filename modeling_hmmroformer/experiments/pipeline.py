@@ -86,7 +86,14 @@ from .settings import (
     load_run_config,
 )
 from .summary import summarize_model_folder
-from .training import SIDE_BY_SIDE_ENV, checkpoints, is_complete_checkpoint, train
+from .training import (
+    SIDE_BY_SIDE_ENV,
+    checkpoint_schedule,
+    checkpoints,
+    development_folder,
+    is_complete_checkpoint,
+    train,
+)
 from .yardsticks import SPLITS, corpus_yardsticks, place_model, read_yardsticks, write_yardsticks
 
 KINDS = ("reproduce", "study")
@@ -235,6 +242,7 @@ def make_pipeline(
         )
     run = load_run_config(Path(configs_dir) / settings.run_config, settings.overrides)
     check_probe_tasks(settings, run)
+    check_development_probes(settings, run)
     run = run.with_overrides({"data": {"source": str(out / layout.CORPUS)}})
     models = []
     for seed in settings.seeds or (run.seed,):
@@ -270,6 +278,20 @@ def check_replaced_fields(settings: Settings, kind: str) -> None:
             )
 
 
+def check_development_probes(settings: Settings, run: RunConfig) -> None:
+    """Refuse, before anything is written, probed steps that training will not keep."""
+    section = run.run_section
+    max_steps = int(run.training.get("max_steps", -1))
+    kept = checkpoint_schedule(max_steps, section.checkpoints, section.first_checkpoint_step)
+    outside = [step for step in settings.development_probes if step not in kept]
+    if outside:
+        keeps = kept or "none: set run.checkpoints"
+        raise ValueError(
+            f"development_probes {outside} are not among the steps training keeps ({keeps}); "
+            "choose kept steps (nothing was written)."
+        )
+
+
 def check_probe_tasks(settings: Settings, run: RunConfig) -> None:
     """Refuse, before anything is written, a corpus with fewer HMMs than the probes cover."""
     probed, hmms = settings.probe_config().num_probe_tasks, run.corpus_config().num_tasks
@@ -294,6 +316,7 @@ def stage_plan(pipeline: Pipeline, state: dict) -> dict[str, Callable[[], None]]
     for m in to_run:  # each model trained, analysed and recorded before the next one starts
         runners = {
             "development": functools.partial(measure_development, p, m),
+            "development-probe": functools.partial(probe_development, p, m),
             "train": functools.partial(train_model, p, m),
             "evaluate": functools.partial(evaluate_model, p, m),
             "probe": functools.partial(probe_model, p, m),
@@ -669,9 +692,12 @@ def trained_model(m: ModelRun):
 
 def model_stages(p: Pipeline, m: ModelRun) -> tuple[str, ...]:
     """Model `m`'s stages, in order: `MODEL_STAGES`, then "development" where its training keeps
-    networks (`run.checkpoints`) and the corpus has the yardsticks to place them on."""
+    networks (`run.checkpoints`) and the corpus has the yardsticks to place them on, and
+    "development-probe" where the settings probe some of them (`development_probes`)."""
     keeps = m.run.run_section.checkpoints > 0 and has_unseen_tasks(p)
-    return (*MODEL_STAGES, "development") if keeps else MODEL_STAGES
+    if not keeps:
+        return MODEL_STAGES
+    return (*MODEL_STAGES, "development", *(("development-probe",) if p.settings.development_probes else ()))
 
 
 def has_unseen_tasks(p: Pipeline) -> bool:
@@ -723,6 +749,29 @@ def measure_development(p: Pipeline, m: ModelRun) -> None:
         plot_development(record, staging / layout.DEVELOPMENT_PNG)
 
     layout.build_folder(m.path(layout.DEVELOPMENT), write)
+
+
+def probe_development(p: Pipeline, m: ModelRun) -> None:
+    """The probes of the kept networks at the settings' `development_probes` steps, each with the
+    network as training initialised it (step 0) as the control, each written whole in
+    `development_probes/step-<N>/` as it finishes (a stopped stage keeps the finished ones)."""
+    kept = dict(kept_networks(m.path(layout.TRAINING) / layout.DEVELOPMENT))
+    missing = [step for step in (0, *p.settings.development_probes) if step not in kept]
+    if missing:
+        raise ValueError(
+            f"{m.path(layout.TRAINING)} kept no network at steps {missing} (it kept {sorted(kept)}): give "
+            "development_probes among the steps of run.checkpoints."
+        )
+    corpus, twin = open_corpus(str(p.corpus)), load_causal_lm(str(kept[0]), check=check_causal_lm)
+    for step in p.settings.development_probes:
+        target = m.path(layout.DEVELOPMENT_PROBES) / development_folder(Path(), step)
+        if (target / layout.PROBES_JSON).is_file():
+            continue
+        model = load_causal_lm(str(kept[step]), check=check_causal_lm)
+        result = run_probing(
+            model, corpus, p.settings.probe_config(), untrained_model=twin, progress=p.progress
+        )
+        layout.build_folder(target, lambda staging, r=result: write_probe_results(r, staging))
 
 
 def probe_model(p: Pipeline, m: ModelRun) -> None:

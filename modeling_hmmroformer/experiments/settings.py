@@ -72,6 +72,12 @@ CONFIGS_DIR = _configs_dir()
 DIVERSITY_PARTICLES = 65536
 
 
+# The inference study's networks probed over training, of the 13 it keeps (0, 50, 82, 135, 223,
+# 367, 604, 994, 1635, 2692, 4430, 7291, 12000): before the in-context transition, during it,
+# after it and at the end, as the calibration run on diversity-8192 placed them (docs/study.md).
+INFERENCE_PROBED_STEPS = (604, 994, 2692, 12000)
+
+
 # ---- YAML 1.2 and the override syntax ---------------------------------------------------------
 class _Yaml12Loader(yaml.SafeLoader):
     """YAML 1.2 scalars: only true/false are booleans (`eval_strategy: no` stays "no", which
@@ -398,9 +404,10 @@ class Settings:
     probe: dict = field(default_factory=dict)  # ProbeConfig fields that differ from the defaults
     yardstick_rows: int = 128  # rows of each test split the yardsticks predict (corpora with test_unseen)
     prior_particles: int = 16384  # N: state paths per row of the prior-level yardstick (particle learning)
+    development_probes: tuple[int, ...] = ()  # kept steps (run.checkpoints) whose networks are probed too
 
     def __post_init__(self) -> None:
-        for name in ("depths", "seeds", "memories"):
+        for name in ("depths", "seeds", "memories", "development_probes"):
             values = tuple(getattr(self, name))
             object.__setattr__(self, name, values)
             if any(not isinstance(v, int) for v in values):
@@ -473,7 +480,12 @@ def shaped_settings(settings: Settings, run: RunConfig, grid: bool = True) -> di
     for key in ("output_dir", "disable_tqdm"):
         sections["training"].pop(key, None)
     shaped = settings.to_dict()
-    added_later = {"seeds_per_depth": {}, "yardstick_rows": 128, "prior_particles": 16384}
+    added_later = {
+        "seeds_per_depth": {},
+        "yardstick_rows": 128,
+        "prior_particles": 16384,
+        "development_probes": (),
+    }
     for name, default in added_later.items():  # left out at their defaults, so older folders still match
         if shaped[name] == default:
             del shaped[name]
@@ -603,6 +615,7 @@ PRESETS = {
                 seeds=(2 * draw, 2 * draw + 1),
                 overrides={"corpus": {"preset": f"diversity-{k}", "seed": draw}},
                 corpus_table_rows=128,
+                development_probes=INFERENCE_PROBED_STEPS,
             )
             for k in (32, 512, 8192)
             for draw in (0, 1, 2)

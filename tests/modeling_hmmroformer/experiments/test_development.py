@@ -228,15 +228,15 @@ def test_a_study_that_keeps_networks_places_them_and_records_their_places(quick_
     from modeling_hmmroformer.experiments.settings import get_settings
 
     source, _ = quick_studied
-    settings = get_settings("quick", depths=(2,), seeds=(0,), overrides={"run": {"checkpoints": 3}})
+    settings = get_settings(
+        "quick", depths=(2,), seeds=(0,), overrides={"run": {"checkpoints": 3}}, development_probes=(10, 20)
+    )
     study = make_pipeline(
         settings, tmp_path / "kept", kind="study", progress=False, records=tmp_path / "records"
     )
-    assert "development depth2 seed0" in stage_names(study)
-    assert (
-        stage_names(study).index("development depth2 seed0")
-        == stage_names(study).index("record depth2 seed0") - 1
-    )
+    names = stage_names(study)
+    assert names.index("development depth2 seed0") + 2 == names.index("record depth2 seed0")
+    assert names.index("development-probe depth2 seed0") + 1 == names.index("record depth2 seed0")
     study.out.mkdir()
     state = read_state(study)
     write_state(study, state)
@@ -248,5 +248,25 @@ def test_a_study_that_keeps_networks_places_them_and_records_their_places(quick_
     assert "development" in record["seconds"]
     assert development_from_dict(record["development"]).to_dict() == record["development"]
     assert (study.out / "models" / "depth2-seed0" / "development" / "development.png").is_file()
+    statistics = record["development_statistics"]
+    assert list(statistics) == ["10", "20"]
+    assert statistics["20"]["task_rises"] == record["statistics"]["task_rises"]  # the last kept is the model
+    assert statistics["10"]["task_rises"]["own"] != statistics["20"]["task_rises"]["own"]
+    assert statistics["10"]["rotary_knockout_slope"]["missing"]  # the knock-out reads the trained model only
     without = make_pipeline(get_settings("quick"), tmp_path / "plain", kind="study", progress=False)
     assert not any(name.startswith("development") for name in stage_names(without))
+
+
+def test_probed_steps_that_training_does_not_keep_are_refused_before_anything_is_written(tmp_path):
+    from modeling_hmmroformer.experiments.pipeline import make_pipeline
+    from modeling_hmmroformer.experiments.settings import get_settings
+
+    settings = get_settings("quick", overrides={"run": {"checkpoints": 3}}, development_probes=(11,))
+    with pytest.raises(
+        ValueError,
+        match=r"development_probes \[11\] are not among the steps training keeps \(\[0, 10, 20\]\)",
+    ):
+        make_pipeline(settings, tmp_path / "study", kind="study")
+    with pytest.raises(ValueError, match="none: set run.checkpoints"):
+        make_pipeline(get_settings("quick", development_probes=(10,)), tmp_path / "study", kind="study")
+    assert not (tmp_path / "study").exists()
