@@ -3,6 +3,7 @@
 is nearest (a rung of the in-context ladder, retrieval or inference), on seen and unseen tasks.
 
     hmm-phase-diagram runs/*/development.json --out runs/phase_diagram.png
+    hmm-phase-diagram results/inference/*/models/*.json --out results/inference/phase_diagram.png
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from . import Parser, refuse
 
 def main(argv: list[str] | None = None) -> int:
     parser = Parser(description=__doc__)
-    parser.add_argument("records", nargs="+", help="development.json files of hmm-development")
+    parser.add_argument(
+        "records", nargs="+", help="development.json files of hmm-development, or a study's model records"
+    )
     parser.add_argument("--out", required=True, help="the figure (PNG)")
     args = parser.parse_args(argv)
     try:
@@ -30,9 +33,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def read_record(path: Path) -> dict:
-    """A development record, its labels recomputed from its distances (`development_from_dict`)."""
+    """A development record (or a study model's record, which holds one), its labels recomputed
+    from its distances (`development_from_dict`)."""
     try:
-        return development_from_dict(json.loads(path.read_text())).to_dict()
+        data = json.loads(path.read_text())
+        return development_from_dict(data.get("development") or data).to_dict()
     except (KeyError, TypeError, json.JSONDecodeError) as error:
         raise ValueError(f"{path} is not a development record of hmm-development ({error}).") from None
 

@@ -253,6 +253,10 @@ def test_a_study_that_keeps_networks_places_them_and_records_their_places(quick_
     assert statistics["20"]["task_rises"] == record["statistics"]["task_rises"]  # the last kept is the model
     assert statistics["10"]["task_rises"]["own"] != statistics["20"]["task_rises"]["own"]
     assert statistics["10"]["rotary_knockout_slope"]["missing"]  # the knock-out reads the trained model only
+    from modeling_hmmroformer.experiments.commands import phase_diagram
+
+    figure = tmp_path / "phase.png"  # a study's record holds its development record
+    assert phase_diagram.main([str(tmp_path / "records" / "depth2-seed0.json"), "--out", str(figure)]) == 0
     without = make_pipeline(get_settings("quick"), tmp_path / "plain", kind="study", progress=False)
     assert not any(name.startswith("development") for name in stage_names(without))
 
