@@ -71,6 +71,35 @@ def development_command(folder: Path, corpus: str) -> list[str]:
     ]
 
 
+def gap_closed(place: dict, ladder: dict) -> float | None:
+    """The fraction of the gap from the best rung to prior-level Bayes that a network closes on
+    the split's scale (KL from its reference; 0 at the rung, 1 at prior-level Bayes), None where
+    the prior's KL was not measured."""
+    references = ladder["references"][place["reference"]]
+    if "prior" not in references:
+        return None
+    rung, prior = place["best_rung_kl"], references["prior"]
+    return (rung - place["distances"][place["reference"]]) / (rung - prior)
+
+
+def table(results: dict) -> str:
+    """Per run and kept network: per split, KL from the reference beside the best rung's, the gap
+    closed to prior-level Bayes, and the label."""
+    lines = [f"{'run':<32} {'step':>6}  {'seen: KL  rung  gap  label':<40} unseen: KL  rung  gap  label"]
+    for name, run in sorted(results["runs"].items()):
+        development = run["development"]
+        for network in development["networks"]:
+            line = f"{name:<32} {network['step']:>6}"
+            for split in ("test", "test_unseen"):
+                place = network["splits"][split]
+                gap = gap_closed(place, development["ladder"][split])
+                kl = place["distances"][place["reference"]]
+                gap_text = "  n/a" if gap is None else f"{gap:+5.2f}"
+                line += f"  {kl:6.3f} {place['best_rung_kl']:6.3f} {gap_text} {place['label']:<18}"
+            lines.append(line)
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -122,6 +151,8 @@ def main() -> int:
 
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         list(pool.map(run, todo))
+    if results["runs"]:
+        print(table(results))
     return 0
 
 

@@ -88,10 +88,10 @@ from .settings import (
 from .summary import summarize_model_folder
 from .training import (
     SIDE_BY_SIDE_ENV,
-    checkpoint_schedule,
     checkpoints,
-    development_folder,
     is_complete_checkpoint,
+    kept_name,
+    kept_steps,
     train,
 )
 from .yardsticks import SPLITS, corpus_yardsticks, place_model, read_yardsticks, write_yardsticks
@@ -280,9 +280,7 @@ def check_replaced_fields(settings: Settings, kind: str) -> None:
 
 def check_development_probes(settings: Settings, run: RunConfig) -> None:
     """Refuse, before anything is written, probed steps that training will not keep."""
-    section = run.run_section
-    max_steps = int(run.training.get("max_steps", -1))
-    kept = checkpoint_schedule(max_steps, section.checkpoints, section.first_checkpoint_step)
+    kept = kept_steps(run) if settings.development_probes else []
     outside = [step for step in settings.development_probes if step not in kept]
     if outside:
         keeps = kept or "none: set run.checkpoints"
@@ -764,7 +762,7 @@ def probe_development(p: Pipeline, m: ModelRun) -> None:
         )
     corpus, twin = open_corpus(str(p.corpus)), load_causal_lm(str(kept[0]), check=check_causal_lm)
     for step in p.settings.development_probes:
-        target = m.path(layout.DEVELOPMENT_PROBES) / development_folder(Path(), step)
+        target = m.path(layout.DEVELOPMENT_PROBES) / kept_name(step)
         if (target / layout.PROBES_JSON).is_file():
             continue
         model = load_causal_lm(str(kept[step]), check=check_causal_lm)

@@ -226,7 +226,7 @@ class DevelopmentCheckpoints(TrainerCallback):
         return control
 
     def keep(self, step: int, model, state) -> None:
-        target = development_folder(self.folder, step)
+        target = self.folder / kept_name(step)
         if step not in self.steps or not state.is_world_process_zero or is_kept_network(target):
             return
 
@@ -237,10 +237,22 @@ class DevelopmentCheckpoints(TrainerCallback):
         layout.build_folder(target, write)
 
 
-def development_folder(folder: Path, step: int) -> Path:
-    """Where the network of `step` is kept: `<folder>/step-<N>`, N zero-padded to 7 digits (they
+def kept_name(step: int) -> str:
+    """The folder name of the network kept at `step`: `step-<N>`, N zero-padded to 7 digits (they
     list in order)."""
-    return folder / f"step-{step:07d}"
+    return f"step-{step:07d}"
+
+
+def kept_steps(run: RunConfig) -> list[int]:
+    """The steps a run keeps its network at (`checkpoint_schedule` of its `run` section up to
+    `training.max_steps`); kept networks without a `max_steps` are refused."""
+    section, max_steps = run.run_section, int(run.training.get("max_steps", -1))
+    if section.checkpoints and max_steps <= 0:
+        raise ValueError(
+            f"run.checkpoints={section.checkpoints} spaces the kept networks up to training.max_steps: "
+            "set training.max_steps."
+        )
+    return checkpoint_schedule(max_steps, section.checkpoints, section.first_checkpoint_step)
 
 
 def is_kept_network(folder: Path) -> bool:
@@ -431,6 +443,7 @@ def prepare(run: RunConfig, resume: bool) -> PreparedRun:
             "training.output_dir."
         )
     arguments = run.training_arguments()
+    kept = kept_steps(run)
     if arguments.device.type == "cpu":
         warn_about_idle_cores()
     set_seed(arguments.seed)
@@ -457,14 +470,6 @@ def prepare(run: RunConfig, resume: bool) -> PreparedRun:
             device=arguments.device,
         )
     callbacks = [SaveRunConfigCallback(run, corpus.config), LogAtEverySave(), StepTimer()]
-    if run_settings.checkpoints and arguments.max_steps <= 0:
-        raise ValueError(
-            f"run.checkpoints={run_settings.checkpoints} spaces the kept networks up to training.max_steps: "
-            "set training.max_steps."
-        )
-    kept = checkpoint_schedule(
-        arguments.max_steps, run_settings.checkpoints, run_settings.first_checkpoint_step
-    )
     if kept:
         folder = output_dir / layout.DEVELOPMENT
         callbacks.append(DevelopmentCheckpoints(folder, kept, run, corpus.config))

@@ -22,7 +22,7 @@ from modeling_hmmroformer.experiments.development import (
 from modeling_hmmroformer.experiments.settings import load_run_config
 from modeling_hmmroformer.experiments.training import (
     checkpoint_schedule,
-    development_folder,
+    kept_name,
     prepare,
     train,
 )
@@ -97,7 +97,7 @@ def test_a_killed_run_resumes_and_keeps_every_network_it_had_kept(tmp_path):
     prepared.trainer.add_callback(KillAt(60))  # after the Trainer's checkpoint at 40, past 52
     with pytest.raises(Killed):
         prepared.trainer.train()
-    before = {step: development_folder(kept, step) for step in schedule if step <= 60}
+    before = {step: kept / kept_name(step) for step in schedule if step <= 60}
     stamps = {step: (folder / layout.WEIGHTS).stat().st_mtime_ns for step, folder in before.items()}
     assert [step for step, _ in kept_networks(kept)] == schedule[:-1]
     train(run, resume=True)  # from checkpoint-40: steps 41..60 again, 52 among them
