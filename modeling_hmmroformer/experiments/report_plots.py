@@ -211,3 +211,43 @@ def plot_phase_diagram(records: list[dict], path: str | Path) -> Path:
     handles = [plt.Line2D([], [], ls="", marker="o", color=phase_color(label)) for label in ordered]
     axes[0][-1].legend(handles, ordered, fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
     return save_figure(fig, path)
+
+
+def plot_cell_development(records: list[dict], path: str | Path) -> Path:
+    """One cell (records of one K: seeds and HMM draws) over training: per split, each record's
+    KL from the split's reference against training tokens (thin), their mean at the steps all
+    share (thick), and the mean over the records of every rung's and prior-level Bayes's KL as
+    horizontal lines. Step 0 and networks without a token count are left out."""
+    from .plots import SPLIT_TITLES
+
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), squeeze=False)
+    for ax, split in zip(axes[0], SPLIT_TITLES):
+        curves = {}
+        for record in records:
+            points = [(n["tokens"], n["splits"][split]) for n in record["networks"] if n["tokens"]]
+            if not points:
+                continue
+            reference = points[0][1]["reference"]
+            tokens = [t for t, _ in points]
+            values = [p["distances"][reference] for _, p in points]
+            ax.plot(tokens, values, color="C0", lw=0.6, alpha=0.5)
+            curves.update({t: curves.get(t, []) + [v] for t, v in zip(tokens, values)})
+        shared = sorted(t for t, v in curves.items() if len(v) == len(records))
+        ax.plot(
+            shared, [np.mean(curves[t]) for t in shared], color="C0", lw=2, label=f"mean of {len(records)}"
+        )
+        reference = records[0]["networks"][-1]["splits"][split]["reference"]
+        scales = [r["ladder"][split]["references"][reference] for r in records]
+        for name in scales[0]:
+            if name == reference or not all(name in scale for scale in scales):
+                continue
+            level = float(np.mean([scale[name] for scale in scales]))
+            ax.axhline(level, color="C1" if name == "prior" else "grey", ls=":", lw=0.8)
+            ax.text(1.0, level, f" {name}", va="center", fontsize=7, transform=ax.get_yaxis_transform())
+        ax.set_xscale("log")
+        ax.set_xlabel("training tokens")
+        ax.set_ylabel(f"KL({reference} ‖ network) on test tokens, nats/token")
+        ax.set_title(f"K = {records[0]['num_tasks']}, {SPLIT_TITLES[split]}", fontsize=9)
+        ax.legend(fontsize=7, loc="upper right")
+    return save_figure(fig, path)

@@ -1,9 +1,13 @@
 """The phase diagram across task diversity: every kept network of several models (each a
-`hmm-development` record) at its training tokens and its corpus's K, labelled by the learner it
-is nearest (a rung of the in-context ladder, retrieval or inference), on seen and unseen tasks.
+`hmm-development` record, or a study model's record that holds one) at its training tokens and
+its corpus's K, labelled by the learner it is nearest (a rung of the in-context ladder,
+retrieval or inference), on seen and unseen tasks; and per K, the cell's development (each
+model's KL from the split's reference against training tokens, and their mean).
 
-    hmm-phase-diagram runs/*/development.json --out runs/phase_diagram.png
-    hmm-phase-diagram results/inference/*/models/*.json --out results/inference/phase_diagram.png
+    hmm-phase-diagram runs/*/development.json --out runs/phase
+    hmm-phase-diagram results/inference/*/models/*.json --out results/inference/figures
+
+Writes phase_diagram.png and development-K<k>.png into --out.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import sys
 from pathlib import Path
 
 from ..development import development_from_dict
-from ..report_plots import plot_phase_diagram
+from ..report_plots import plot_cell_development, plot_phase_diagram
 from . import Parser, refuse
 
 
@@ -22,13 +26,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "records", nargs="+", help="development.json files of hmm-development, or a study's model records"
     )
-    parser.add_argument("--out", required=True, help="the figure (PNG)")
+    parser.add_argument("--out", required=True, help="folder of the figures")
     args = parser.parse_args(argv)
     try:
         records = [read_record(Path(path)) for path in args.records]
     except (ValueError, OSError) as error:
         return refuse(error)
-    print(f"wrote {plot_phase_diagram(records, args.out)} from {len(records)} records")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = [plot_phase_diagram(records, out / "phase_diagram.png")]
+    for k in sorted({record["num_tasks"] for record in records}):
+        cell = [record for record in records if record["num_tasks"] == k]
+        written.append(plot_cell_development(cell, out / f"development-K{k}.png"))
+    print(f"wrote {', '.join(map(str, written))} from {len(records)} records")
     return 0
 
 

@@ -204,12 +204,13 @@ def test_the_phase_diagram_reads_records_and_refuses_others_in_one_line(tiny_dev
     record, out = tiny_development
     tampered = tmp_path / "tampered.json"  # the same networks at another K
     tampered.write_text(json.dumps({**record, "num_tasks": 64}))
-    figure = tmp_path / "phase.png"
-    assert phase_diagram.main([str(out), str(tampered), "--out", str(figure)]) == 0
-    assert figure.stat().st_size > 0
+    figures = tmp_path / "figures"
+    assert phase_diagram.main([str(out), str(tampered), "--out", str(figures)]) == 0
+    names = sorted(path.name for path in figures.iterdir())
+    assert names == ["development-K64.png", "development-K8.png", "phase_diagram.png"]
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"networks": []}))
-    assert phase_diagram.main([str(other), "--out", str(figure)]) == 2
+    assert phase_diagram.main([str(other), "--out", str(figures)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and "not a development record" in err
 
@@ -255,8 +256,8 @@ def test_a_study_that_keeps_networks_places_them_and_records_their_places(quick_
     assert statistics["10"]["rotary_knockout_slope"]["missing"]  # the knock-out reads the trained model only
     from modeling_hmmroformer.experiments.commands import phase_diagram
 
-    figure = tmp_path / "phase.png"  # a study's record holds its development record
-    assert phase_diagram.main([str(tmp_path / "records" / "depth2-seed0.json"), "--out", str(figure)]) == 0
+    figures = tmp_path / "figures"  # a study's record holds its development record
+    assert phase_diagram.main([str(tmp_path / "records" / "depth2-seed0.json"), "--out", str(figures)]) == 0
     without = make_pipeline(get_settings("quick"), tmp_path / "plain", kind="study", progress=False)
     assert not any(name.startswith("development") for name in stage_names(without))
 
