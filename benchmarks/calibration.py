@@ -11,7 +11,10 @@ Each run is `scripts/train.py configs/study.yaml` with the recipe's overrides in
 `runs/calibration/<corpus>-<recipe>-seed<s>/` (a stopped run resumes from its checkpoint), then
 `scripts/development.py` over its kept networks (the yardsticks of each corpus, 16,384
 particles, computed once in `runs/calibration/yardsticks-<corpus>/`). The results land in
-`benchmarks/results/calibration.json` as each run finishes; a run found there is not redone.
+`benchmarks/results/calibration.json` as each run finishes (each run's development figure in
+`benchmarks/results/calibration/`); a run found there is not redone. Measured 2026-11-28 on 2 AMD
+cores: the two runs side by side, one thread each, beside the yardsticks of both corpora (two
+more processes for the first 70 minutes) and the test suite.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -138,11 +142,17 @@ def main() -> int:
         if args.train_only:
             return
         development = json.loads((folder / "development.json").read_text())
+        trained = json.loads((folder / "train_results.json").read_text())
+        figures = args.out.with_suffix("")
+        figures.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(folder / "development.png", figures / f"development-{name}.png")
         with lock:
             results["runs"][f"{corpus}-{recipe}-{seed}"] = {
                 "corpus": corpus,
                 "recipe": recipe,
                 "seed": seed,
+                "train_seconds": trained["train_runtime"],
+                "train_tokens": trained["train_tokens"],
                 "development": development,
             }
             args.out.parent.mkdir(parents=True, exist_ok=True)

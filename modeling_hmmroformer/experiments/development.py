@@ -17,8 +17,9 @@ labelled by them must be past the ladder on that split, that is nearer the split
 reference than the best rung is (`ladder_gate`'s scale: mixture Bayes on seen tasks, the oracle
 on unseen tasks). A network that is not is labelled by its nearest rung.
 
-Everything here takes predictions and returns plain values (`NetworkPlace`, `Development`);
-the command `hmm-development` loads the networks and writes the record, `plots` draws it.
+`place_networks` loads each kept network in turn and returns plain values (`Development`); the
+rest takes predictions. The command `hmm-development` and a study's `development` stage write
+the record, `plots.plot_development` draws it.
 """
 
 from __future__ import annotations
