@@ -136,9 +136,29 @@ def test_null_removes_a_field_wherever_the_overrides_come_from():
     assert run.training["max_steps"] == 3
 
 
+def test_the_inference_cells_nest_distinct_seeds_in_three_draws_and_probe_kept_steps(tmp_path):
+    from modeling_hmmroformer.experiments.pipeline import make_pipeline
+    from modeling_hmmroformer.experiments.training import kept_steps
+
+    for k in (32, 512, 8192):
+        cells = [PRESETS[f"inference-{k}-draw{d}"] for d in (0, 1, 2)]
+        assert [c.overrides["corpus"] for c in cells] == [
+            {"preset": f"diversity-{k}", "seed": d} for d in (0, 1, 2)
+        ]
+        seeds = [seed for c in cells for seed in c.seeds]
+        assert len(seeds) == len(set(seeds)) == 6  # no initialisation shared across draws
+        for cell in cells:
+            pipeline = make_pipeline(cell, tmp_path / cell.name, kind="study")  # its own checks pass
+            kept = kept_steps(pipeline.models[0].run)
+            assert len(kept) == 13 and kept[-1] == 12000
+            assert set(cell.development_probes) <= set(kept) and max(cell.development_probes) == kept[-1]
+
+
 def test_the_named_pipelines_are_one_table_of_one_type():
     diversity = {"diversity-32", "diversity-512", "diversity-8192", "diversity-512-draw1"}
-    assert set(PRESETS) == {"tiny", "small", "paper", "default", "quick", "architecture-llama", *diversity}
+    inference = {f"inference-{k}-draw{d}" for k in (32, 512, 8192) for d in (0, 1, 2)}
+    named = {"tiny", "small", "paper", "default", "quick", "architecture-llama", *diversity, *inference}
+    assert set(PRESETS) == named
     assert all(isinstance(settings, Settings) for settings in PRESETS.values())
     assert REPRODUCTIONS == ["paper", "small", "tiny"]  # one model each: the run config's own
     for name, settings in PRESETS.items():  # each names a run config that validates
