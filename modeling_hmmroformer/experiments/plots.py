@@ -202,6 +202,23 @@ def phase_color(label: str) -> str:
     return str(0.75 - 0.6 * list(IN_CONTEXT).index(label) / max(1, len(IN_CONTEXT) - 1))
 
 
+def rung_lines(ax, levels: dict[str, float], reference: str) -> None:
+    """Each predictor's KL from `reference` (the rungs, mixture, prior; `reference` itself left
+    out) as a labelled horizontal line, prior-level Bayes in its own colour."""
+    for name, kl in levels.items():
+        if name != reference:
+            ax.axhline(kl, color="C1" if name == "prior" else "grey", ls=":", lw=0.8)
+            ax.text(1.0, kl, f" {name}", va="center", fontsize=7, transform=ax.get_yaxis_transform())
+
+
+def development_axes(ax, reference: str, title: str) -> None:
+    """A development panel's axes: training tokens (log) against KL from the split's reference."""
+    ax.set_xscale("log")
+    ax.set_xlabel("training tokens")
+    ax.set_ylabel(f"KL({reference} ‖ network) on test tokens, nats/token")
+    ax.set_title(title, fontsize=9)
+
+
 def plot_development(development: dict, path: str | Path) -> Path:
     """Per split, the network's KL from the split's reference, from mixture Bayes and from
     prior-level Bayes against training tokens (log scale; step 0 and networks without a token
@@ -225,14 +242,8 @@ def plot_development(development: dict, path: str | Path) -> Path:
                 ax.plot(tokens, values, style, color="k", lw=1, label=f"KL({name} ‖ network)")
         for x, place in zip(tokens, places):
             ax.scatter(x, place["distances"][reference], color=phase_color(place["label"]), zorder=3, s=30)
-        for name, kl in development["ladder"][split]["references"][reference].items():
-            if name != reference:
-                ax.axhline(kl, color="C1" if name == "prior" else "grey", ls=":", lw=0.8)
-                ax.text(1.0, kl, f" {name}", va="center", fontsize=7, transform=ax.get_yaxis_transform())
-        ax.set_xscale("log")
-        ax.set_xlabel("training tokens")
-        ax.set_ylabel(f"KL({reference} ‖ ·) on test tokens, nats/token")
-        ax.set_title(f"{development['corpus']}, {SPLIT_TITLES[split]}", fontsize=9)
+        rung_lines(ax, development["ladder"][split]["references"][reference], reference)
+        development_axes(ax, reference, f"{development['corpus']}, {SPLIT_TITLES[split]}")
         labels = sorted({p["label"] for p in places})
         handles = [plt.Line2D([], [], ls="", marker="o", color=phase_color(label)) for label in labels]
         ax.add_artist(ax.legend(handles, labels, title="nearest", fontsize=7, loc="upper right"))

@@ -218,7 +218,7 @@ def plot_cell_development(records: list[dict], path: str | Path) -> Path:
     KL from the split's reference against training tokens (thin), their mean at the steps all
     share (thick), and the mean over the records of every rung's and prior-level Bayes's KL as
     horizontal lines. Step 0 and networks without a token count are left out."""
-    from .plots import SPLIT_TITLES
+    from .plots import SPLIT_TITLES, development_axes, rung_lines
 
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), squeeze=False)
@@ -239,15 +239,10 @@ def plot_cell_development(records: list[dict], path: str | Path) -> Path:
         )
         reference = records[0]["networks"][-1]["splits"][split]["reference"]
         scales = [r["ladder"][split]["references"][reference] for r in records]
-        for name in scales[0]:
-            if name == reference or not all(name in scale for scale in scales):
-                continue
-            level = float(np.mean([scale[name] for scale in scales]))
-            ax.axhline(level, color="C1" if name == "prior" else "grey", ls=":", lw=0.8)
-            ax.text(1.0, level, f" {name}", va="center", fontsize=7, transform=ax.get_yaxis_transform())
-        ax.set_xscale("log")
-        ax.set_xlabel("training tokens")
-        ax.set_ylabel(f"KL({reference} ‖ network) on test tokens, nats/token")
-        ax.set_title(f"K = {records[0]['num_tasks']}, {SPLIT_TITLES[split]}", fontsize=9)
+        shared_names = [name for name in scales[0] if all(name in scale for scale in scales)]
+        rung_lines(
+            ax, {name: float(np.mean([sc[name] for sc in scales])) for name in shared_names}, reference
+        )
+        development_axes(ax, reference, f"K = {records[0]['num_tasks']}, {SPLIT_TITLES[split]}")
         ax.legend(fontsize=7, loc="upper right")
     return save_figure(fig, path)
