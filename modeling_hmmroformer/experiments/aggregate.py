@@ -21,6 +21,7 @@ from hmm_datasets.corpus import open_corpus
 
 from . import layout
 from .claims import counted, decide_report, layer_one, model_statistics, profiles
+from .development import step_of
 from .ladder_gate import model_places, past_ladder, places_across_seeds
 from .memory import recorded_memory_equivalent
 from .settings import RunConfig, Settings, differing_settings
@@ -76,7 +77,7 @@ def development_statistics(folder: Path, depth: int) -> dict[str, dict] | None:
     if not found:
         return None
     return {
-        str(int(path.parent.name.split("-")[1])): model_statistics(profiles(None, _read(path), None, depth))
+        str(step_of(path.parent.name)): model_statistics(profiles(None, _read(path), None, depth))
         for path in found
     }
 

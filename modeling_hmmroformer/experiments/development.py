@@ -19,7 +19,7 @@ on unseen tasks). A network that is not is labelled by its nearest rung.
 
 `place_networks` loads each kept network in turn and returns plain values (`Development`); the
 rest takes predictions. The command `hmm-development` and a study's `development` stage write
-the record, `plots.plot_development` draws it.
+the record (`plots.write_development`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import yaml
 from hmm_datasets.corpus import Corpus
 from hmm_datasets.export import load_corpus_config
 from hmm_datasets.layout import SampleLayout
-from hmm_datasets.predictors import IN_CONTEXT, in_context_predictor
+from hmm_datasets.predictors import IN_CONTEXT
 from hmm_datasets.scoring import next_token_scores
 from probing.architecture import check_causal_lm
 from probing.capture import load_causal_lm
@@ -43,7 +43,7 @@ from probing.capture import load_causal_lm
 from . import layout
 from .evaluation import model_next_token_probs
 from .ladder_gate import REFERENCES
-from .yardsticks import SPLITS, test_token_mean
+from .yardsticks import SPLITS, ladder_predictions, test_token_mean
 
 LEARNER_LABELS = {"mixture": "retrieval", "prior": "inference"}  # candidates beyond the ladder
 
@@ -119,20 +119,6 @@ def phase_label(distances: dict[str, float], past_ladder: bool) -> str:
     return LEARNER_LABELS.get(nearest, nearest)
 
 
-def candidate_predictions(
-    tensors: dict[str, torch.Tensor], split: str, vocab_size: int
-) -> dict[str, torch.Tensor]:
-    """Every candidate's next-token probabilities on the yardstick rows of `split`: the rungs
-    of the ladder (computed from the rows), and mixture, prior and oracle from the yardsticks'
-    `tensors` (`yardsticks.corpus_yardsticks`; prior only where they hold it)."""
-    ids = tensors[f"{split}/input_ids"].long()
-    found = {name: in_context_predictor(name, vocab_size).next_token_probs(ids, None) for name in IN_CONTEXT}
-    for name in ("mixture", "prior", "oracle"):
-        if f"{split}/{name}" in tensors:
-            found[name] = tensors[f"{split}/{name}"]
-    return found
-
-
 def place_network(
     network_probs: torch.Tensor,
     candidates: dict[str, torch.Tensor],
@@ -142,7 +128,7 @@ def place_network(
     layout: SampleLayout,
 ) -> SplitPlace:
     """A network's place on one split: `network_probs` `[B, L, V+1]` on the split's yardstick rows,
-    against every candidate on the same rows (`candidate_predictions`); the best rung and its KL
+    against every candidate on the same rows (`yardsticks.ladder_predictions`); the best rung and its KL
     from the ladder of those rows (`yardsticks.yardstick_ladder`'s facts)."""
     distances = {
         name: test_token_mean(next_token_scores(network_probs, input_ids, probs.double())["kl"], layout)
@@ -196,9 +182,10 @@ def step_of(name: str) -> int | None:
 def kept_networks(folder: Path) -> list[tuple[int, Path]]:
     """The checkpoints in `folder` (sub-folders holding a config.json whose name ends in a step),
     by step; `folder` itself where it is one checkpoint."""
-    inside = [(step_of(p.name), p) for p in folder.iterdir() if p.is_dir() and (p / "config.json").is_file()]
+    config = layout.MODEL_CONFIG_JSON
+    inside = [(step_of(p.name), p) for p in folder.iterdir() if p.is_dir() and (p / config).is_file()]
     found = sorted((step, path) for step, path in inside if step is not None)
-    if not found and (folder / "config.json").is_file():
+    if not found and (folder / config).is_file():
         step = step_of(folder.name)
         return [(0 if step is None else step, folder)]
     return found
@@ -235,7 +222,10 @@ def place_networks(
         ladder=facts["ladder"],
     )
     vocab = corpus.config.vocab_size
-    candidates = {split: candidate_predictions(tensors, split, vocab) for split in SPLITS}
+    candidates = {  # the rungs, and mixture, prior and oracle as the yardsticks hold them
+        split: ladder_predictions(corpus.rows(split, count), tensors, None)
+        for split, count in development.rows.items()
+    }
     device = "cuda" if torch.cuda.is_available() else "cpu"
     for step, folder in networks:
         model = load_causal_lm(str(folder), device, check=check_causal_lm)

@@ -74,7 +74,7 @@ from . import layout
 from .development import kept_networks, place_networks
 from .evaluation import figure1, load_evaluation_data, model_next_token_probs
 from .memory import corpus_lemma1, corpus_model_memory
-from .plots import plot_development, write_figure1, write_lemma1, write_model_memory
+from .plots import write_development, write_figure1, write_lemma1, write_model_memory
 from .settings import (
     CONFIGS_DIR,
     PRESETS,
@@ -742,11 +742,10 @@ def measure_development(p: Pipeline, m: ModelRun) -> None:
     source = str(kept.relative_to(m.folder))
     record = place_networks(kept_networks(kept), open_corpus(str(p.corpus)), facts, tensors, source).to_dict()
 
-    def write(staging: Path) -> None:
-        layout.write_json(staging / layout.DEVELOPMENT_JSON, record)
-        plot_development(record, staging / layout.DEVELOPMENT_PNG)
-
-    layout.build_folder(m.path(layout.DEVELOPMENT), write)
+    layout.build_folder(
+        m.path(layout.DEVELOPMENT),
+        lambda staging: write_development(record, staging / layout.DEVELOPMENT_JSON),
+    )
 
 
 def probe_development(p: Pipeline, m: ModelRun) -> None:

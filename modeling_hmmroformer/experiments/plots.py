@@ -249,3 +249,13 @@ def plot_development(development: dict, path: str | Path) -> Path:
         ax.add_artist(ax.legend(handles, labels, title="nearest", fontsize=7, loc="upper right"))
         ax.legend(fontsize=7, loc="lower left")
     return save_figure(fig, path)
+
+
+def write_development(record: dict, path: str | Path) -> dict[str, Path]:
+    """A development record (`development.Development.to_dict`) as JSON at `path`, its figure
+    (`plot_development`) beside it as development.png."""
+    path = Path(path)
+    return {
+        "json": layout.write_json(path, record),
+        "png": plot_development(record, path.with_name(layout.DEVELOPMENT_PNG)),
+    }

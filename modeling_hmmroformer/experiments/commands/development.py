@@ -32,7 +32,7 @@ from hmm_datasets.corpus import checkpoint_corpus, open_corpus
 
 from .. import layout
 from ..development import kept_networks, place_networks
-from ..plots import plot_development
+from ..plots import write_development
 from ..yardsticks import (
     YARDSTICKS_JSON,
     check_same_corpus,
@@ -73,10 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as error:
         return refuse(error)
     record = development.to_dict()
-    layout.write_json(out, record)
-    figure = plot_development(record, out.with_name(layout.DEVELOPMENT_PNG))
+    written = write_development(record, out)
     print(development_table(record))
-    print(f"\nwrote {out} and {figure}")
+    print(f"\nwrote {written['json']} and {written['png']}")
     return 0
 
 
