@@ -8,7 +8,8 @@ At position i of a row, after tokens 0..i:
 - the joint posterior P(task, state_i | tokens 0..i) = P(task | ...) P(state_i | task, ...),
   with every task's filter.
 
-`belief_states` returns them at chosen positions. For a mixture of many tasks the task and
+`belief_states` returns them at chosen positions; `cached_belief_states` computes them once for
+every network read on the same rows (a model's kept networks, a study's models). For a mixture of many tasks the task and
 joint beliefs keep `tasks` (e.g. the probed ones) and one last entry with the mass of all the
 others, so that every belief is still a distribution.
 
@@ -20,7 +21,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .bayes import BayesOptimalPredictor
+from .bayes import BayesOptimalPredictor, default_device
+from .cache import cached
 from .params import HMMParams
 
 BELIEFS = ("task_posterior", "state_filter", "joint_posterior")
@@ -64,3 +66,26 @@ def belief_states(
         out["task_posterior"].append(kept_posterior)
         out["joint_posterior"].append(joint)
     return {name: torch.cat(parts).float().numpy() for name, parts in out.items()}
+
+
+def cached_belief_states(
+    params: HMMParams, input_ids, task_ids, positions, kept_tasks=None, device=None
+) -> dict[str, np.ndarray]:
+    """`belief_states`, computed once per process for the same mixture, rows, tasks, positions
+    and kept tasks, and shared by the processes of a study (`hmm_datasets.cache`)."""
+    device = torch.device(device) if device is not None else default_device()
+    kept = np.array([-1]) if kept_tasks is None else np.asarray(kept_tasks, dtype=np.int64)
+    keys = (np.asarray(task_ids), np.asarray(positions), kept)
+    computed: dict[str, np.ndarray] = {}
+
+    def compute(name: str) -> torch.Tensor:
+        if not computed:
+            computed.update(belief_states(params, input_ids, task_ids, positions, kept_tasks, device))
+        return torch.from_numpy(computed[name])
+
+    return {
+        name: cached(f"beliefs-{name}-{device}", params, input_ids, lambda n=name: compute(n), keys)
+        .numpy()
+        .copy()
+        for name in BELIEFS
+    }

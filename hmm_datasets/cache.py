@@ -5,7 +5,7 @@ costliest part of each analysis.
 
     probs = cached("bayes", params, input_ids, lambda: bayes.next_token_probs(input_ids))
 
-A key is a hash of the mixture's parameters and the rows (and task ids where they matter);
+A key is a hash of the mixture's parameters and the rows (and tasks or positions where they matter);
 the oldest entries are dropped past `MAX_BYTES` held. Processes that work side by side (a
 study's `--jobs`) share their predictions through a folder named by the environment variable
 `HMM_DATASETS_CACHE`, when it is set: a prediction missing in memory is read from there, and
@@ -45,11 +45,11 @@ def digest(params: HMMParams, *arrays) -> str:
     return hashed.hexdigest()
 
 
-def cached(name: str, params: HMMParams, input_ids, compute: Callable[[], torch.Tensor], task_ids=None):
+def cached(name: str, params: HMMParams, input_ids, compute: Callable[[], torch.Tensor], keys: tuple = ()):
     """`compute()`, or the tensor it returned before for the same `name`, parameters, rows and
-    tasks in this process, or in any process sharing the folder `HMM_DATASETS_CACHE` names. The
-    caller must not modify the result in place."""
-    key = (name, digest(params, input_ids, *([] if task_ids is None else [task_ids])))
+    `keys` (the other arrays it depends on: tasks, positions) in this process, or in any process
+    sharing the folder `HMM_DATASETS_CACHE` names. The caller must not modify the result in place."""
+    key = (name, digest(params, input_ids, *keys))
     if key in _ENTRIES:
         _ENTRIES.move_to_end(key)
         return _ENTRIES[key]

@@ -84,7 +84,7 @@ def reference_predictors(
 
     def oracle_probs(ids, tasks):
         compute = lambda: bayes.oracle_next_token_probs(ids, tasks)  # noqa: E731
-        return cached(f"oracle-{bayes.dtype}-{bayes.device}", params, ids, compute, task_ids=tasks)
+        return cached(f"oracle-{bayes.dtype}-{bayes.device}", params, ids, compute, keys=(tasks,))
 
     return {
         **{name: in_context_predictor(name, params.vocab_size) for name in IN_CONTEXT},

@@ -23,7 +23,8 @@ import torch
 import hmm_datasets
 from hmm_datasets import SampleLayout
 from hmm_datasets.bayes import oracle_state_estimates
-from hmm_datasets.beliefs import belief_states, belief_tasks
+from hmm_datasets.beliefs import belief_tasks, cached_belief_states
+from hmm_datasets.cache import cached
 from hmm_datasets.corpus import Corpus, check_model_fits_corpus
 
 from .architecture import check_causal_lm, final_norm, shuffle_unavailable
@@ -337,10 +338,11 @@ def network_records(
 
 
 def probe_beliefs(corpus: Corpus, probe: ProbeRows):
-    """The exact belief states (`hmm_datasets.beliefs`) of the probe rows at their positions."""
+    """The exact belief states (`hmm_datasets.beliefs`) of the probe rows at their positions,
+    computed once for every network read on these rows."""
     check_belief_columns(probe.rows)
     kept_tasks = belief_tasks(corpus.params, probe.tasks)
-    return belief_states(
+    return cached_belief_states(
         corpus.params, probe.rows["input_ids"], probe.rows["task_id"], probe.positions, kept_tasks
     )
 
@@ -581,12 +583,7 @@ def ceiling_records(corpus: Corpus, probe: ProbeRows, config: ProbeConfig, draws
     test_rows, tasks = probe.split[1], probe.tasks
     ids, row_task = np.asarray(probe.rows["input_ids"])[test_rows], probe.row_tasks[test_rows]
     where = probe.positions[test_rows]
-    bayes = hmm_datasets.BayesOptimalPredictor(corpus.params)
-    guesses = []
-    for chunk in np.array_split(np.arange(ids.shape[0]), max(1, ids.shape[0] // 16)):
-        posterior = bayes.task_posterior(ids[chunk])[..., torch.as_tensor(tasks, device=bayes.device)]
-        guesses.append(tasks[posterior.argmax(-1).cpu().numpy()])
-    task_guess = np.take_along_axis(np.concatenate(guesses), where, axis=1)
+    task_guess = np.take_along_axis(bayes_task_guesses(corpus.params, ids, tasks), where, axis=1)
     state_guess = np.take_along_axis(oracle_state_estimates(corpus.params, ids, row_task), where, axis=1)
     out = []
     for target, guess in (("task", task_guess), ("hidden_state", state_guess)):
@@ -606,3 +603,21 @@ def ceiling_records(corpus: Corpus, probe: ProbeRows, config: ProbeConfig, draws
             "ceiling",
         )
     return out
+
+
+def bayes_task_guesses(params, input_ids: np.ndarray, tasks: np.ndarray) -> np.ndarray:
+    """`[B, L]`: the task of `tasks` the Bayes-optimal posterior ranks first at every position,
+    computed once for every network read on these rows (`hmm_datasets.cache`)."""
+    bayes = hmm_datasets.BayesOptimalPredictor(params)
+
+    def compute() -> torch.Tensor:
+        guesses = []
+        for chunk in np.array_split(np.arange(input_ids.shape[0]), max(1, input_ids.shape[0] // 16)):
+            posterior = bayes.task_posterior(input_ids[chunk])[
+                ..., torch.as_tensor(tasks, device=bayes.device)
+            ]
+            guesses.append(torch.as_tensor(tasks)[posterior.argmax(-1).cpu()])
+        return torch.cat(guesses)
+
+    name = f"bayes-task-guess-{bayes.device}"
+    return cached(name, params, input_ids, compute, (np.asarray(tasks),)).numpy().copy()

@@ -5,8 +5,10 @@ import itertools
 import numpy as np
 import pytest
 
+from hmm_datasets import beliefs as beliefs_module
+from hmm_datasets import cache
 from hmm_datasets.bayes import state_filters
-from hmm_datasets.beliefs import belief_states, belief_tasks
+from hmm_datasets.beliefs import BELIEFS, belief_states, belief_tasks
 from tests.hmm_datasets.test_bayes import random_params, sequence_probability
 
 
@@ -82,3 +84,29 @@ def test_many_tasks_keep_the_chosen_ones_and_the_rest_as_one_entry():
     )
     assert cut["joint_posterior"].shape[-1] == 2 * 2 + 1
     np.testing.assert_allclose(cut["joint_posterior"].sum(-1), 1, atol=1e-6)
+
+
+def test_cached_beliefs_equal_the_computed_ones_and_are_computed_once(monkeypatch, tmp_path):
+    cache.clear()
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path))
+    params = random_params(num_tasks=5, num_states=2, vocab=3)
+    ids, tasks = rows_with_delimiters(params)
+    positions = np.broadcast_to(np.array([1, 5]), (ids.shape[0], 2))
+    calls, compute = [], beliefs_module.belief_states
+    monkeypatch.setattr(beliefs_module, "belief_states", lambda *a, **k: calls.append(1) or compute(*a, **k))
+    expected = compute(params, ids, tasks, positions, device="cpu")
+    first = beliefs_module.cached_belief_states(params, ids, tasks, positions, device="cpu")
+    first["task_posterior"][:] = -1  # a caller's change stays its own
+    again = beliefs_module.cached_belief_states(params, ids.copy(), tasks, positions, device="cpu")
+    assert len(calls) == 1
+    for name in BELIEFS:
+        np.testing.assert_array_equal(again[name], expected[name])
+    cache.clear()  # another process of the study: read from the shared folder
+    read = beliefs_module.cached_belief_states(params, ids, tasks, positions, device="cpu")
+    assert len(calls) == 1 and all(np.array_equal(read[n], expected[n]) for n in BELIEFS)
+    # what the beliefs depend on besides the rows: tasks, positions, kept tasks
+    beliefs_module.cached_belief_states(params, ids, (tasks + 1) % 5, positions, device="cpu")
+    beliefs_module.cached_belief_states(params, ids, tasks, positions + 1, device="cpu")
+    cut = beliefs_module.cached_belief_states(params, ids, tasks, positions, kept_tasks=[0, 1], device="cpu")
+    assert len(calls) == 4 and cut["task_posterior"].shape[-1] == 3
+    cache.clear()

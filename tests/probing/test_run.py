@@ -12,6 +12,9 @@ import numpy as np
 import pytest
 import torch
 
+from hmm_datasets import beliefs as beliefs_module
+from hmm_datasets import cache
+from hmm_datasets.bayes import BayesOptimalPredictor
 from hmm_datasets.corpus import open_corpus
 from model_cards.render import format_probe_summary
 from probing import run as run_module
@@ -202,3 +205,27 @@ def test_the_planted_probes_are_exact_under_every_blas_code_path(code_path):
 def test_bad_probe_settings_are_refused(tiny_model, settings, message):
     with pytest.raises(ValueError, match=message):
         run_probing(tiny_model(), open_corpus("tiny"), ProbeConfig(**{**FAST, **settings}), progress=False)
+
+
+def test_a_second_reading_on_the_same_rows_reuses_the_exact_beliefs(tiny_model, monkeypatch):
+    """The kept networks of a model are read on the same rows: the exact beliefs and the Bayes
+    task guesses are computed for the first and reused, and the records are the same bytes."""
+    cache.clear()
+    calls, compute = [], beliefs_module.belief_states
+    monkeypatch.setattr(beliefs_module, "belief_states", lambda *a, **k: calls.append(1) or compute(*a, **k))
+    posteriors, posterior = [], BayesOptimalPredictor.task_posterior
+    monkeypatch.setattr(
+        BayesOptimalPredictor,
+        "task_posterior",
+        lambda self, ids: posteriors.append(1) or posterior(self, ids),
+    )
+    model, corpus, config = tiny_model(), open_corpus("tiny"), ProbeConfig(distances=(1,), **FAST)
+    first = run_probing(model, corpus, config, progress=False).results
+    counted = len(calls), len(posteriors)
+    again = run_probing(model, corpus, config, progress=False).results
+    assert counted[0] == 1 and counted[1] > 0 and (len(calls), len(posteriors)) == counted
+    assert json.dumps(again["records"]) == json.dumps(first["records"])
+    cache.clear()
+    uncached = run_probing(model, corpus, config, progress=False).results
+    assert json.dumps(uncached["records"]) == json.dumps(first["records"])
+    cache.clear()
