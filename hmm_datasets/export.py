@@ -22,8 +22,6 @@ import hashlib
 import json
 import os
 import shutil
-import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import datasets
@@ -36,6 +34,7 @@ from model_cards.render import render_dataset_card
 from .bayes import BayesOptimalPredictor
 from .ceiling import accuracy_table, format_accuracy_table
 from .config import GENERATOR_VERSION, PRESETS, SPLITS, HMMMixtureConfig
+from .files import build_folder, write_atomically
 from .hmm_mixture import (
     CONFIG_MARKER,
     builder_for,
@@ -44,13 +43,17 @@ from .hmm_mixture import (
     unseen_params_for_config,
 )
 from .layout import SampleLayout
-from .params import PARAMS_FILENAME, UNSEEN_PARAMS_FILENAME, HMMParams, task_diagnostics
+from .names import (
+    CARD_FILENAME,
+    CONFIG_FILENAME,
+    DATA_DIR,
+    MANIFEST_FILENAME,
+    PARAMS_FILENAME,
+    TABLE_FILENAME,
+    UNSEEN_PARAMS_FILENAME,
+)
+from .params import HMMParams, task_diagnostics
 
-CONFIG_FILENAME = "hmm_mixture_config.json"
-TABLE_FILENAME = "bayes_accuracy.json"
-MANIFEST_FILENAME = "corpus_manifest.json"
-CARD_FILENAME = "README.md"  # not in the manifest: publishing renders the card again for its repo
-DATA_DIR = "data"
 REPO_NOUNS = {"model": "checkpoint folder", "dataset": "corpus folder"}  # what a local path names
 
 
@@ -194,47 +197,6 @@ def foreign_files(folder: Path) -> list[str]:
     return sorted(name for name in found if name not in ours)
 
 
-def write_atomically(path: str | os.PathLike, write: Callable[[Path], None]) -> Path:
-    """Make `path`, a file or a folder, whole or not at all: `write(staging)` creates it at a
-    hidden sibling, `.<name>.partial`, which then takes the place of `path`.
-
-    The sibling is cleared first (a leftover of a killed run) and removed if `write` fails; an old
-    `path` is replaced only once the new one is whole (a folder: moved aside, then removed). So a
-    failed or interrupted write never leaves anything that looks complete, nor loses the old one.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.parent / f".{path.name}.partial"
-    _remove(staging)
-    try:
-        write(staging)
-        if staging.is_dir():
-            _replace_folder(staging, path)
-        else:
-            os.replace(staging, path)
-    except BaseException:
-        _remove(staging)
-        raise
-    return path
-
-
-def build_folder(folder: str | os.PathLike, write: Callable[[Path], None]) -> Path:
-    """`write_atomically` for a folder: `write(staging)` fills an empty staging folder."""
-
-    def make(staging: Path) -> None:
-        staging.mkdir()
-        write(staging)
-
-    return write_atomically(folder, make)
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir():
-        shutil.rmtree(path, ignore_errors=True)
-    elif path.exists():
-        path.unlink()
-
-
 def _write_corpus(config: HMMMixtureConfig, out: Path, *, num_proc, table_rows: int, progress: bool) -> None:
     prepare_dir = out / "_prepare"
     builder = builder_for(config, cache_dir=str(out / "_cache"))
@@ -329,17 +291,6 @@ def read_parquet_columns(
         ]
         out[name] = np.concatenate(values)[:limit]
     return out
-
-
-def _replace_folder(staging: Path, folder: Path) -> None:
-    """Move `staging` to `folder`; an old `folder` is removed only after the move succeeded."""
-    old = None
-    if folder.exists():
-        old = folder.parent / f".{folder.name}.old-{uuid.uuid4().hex[:8]}"
-        folder.rename(old)
-    staging.rename(folder)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def dataset_card_facts(

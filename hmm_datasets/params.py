@@ -16,9 +16,8 @@ from safetensors import SafetensorError
 from safetensors.numpy import load_file, save_file
 
 from .config import HMMMixtureConfig
+from .names import PARAMS_FILENAME
 
-PARAMS_FILENAME = "hmm_params.safetensors"
-UNSEEN_PARAMS_FILENAME = "hmm_params_unseen.safetensors"  # the test_unseen split's HMMs, same format
 _PARAMS_SEED_KEY = 1_000_003  # spawn key of the parameter stream, apart from the data streams
 UNSEEN_SEED_KEY = 1_000_033  # spawn key of the unseen HMMs' stream, apart from the mixture's and the data's
 _ROW_SUM_TOLERANCE = 1e-4

@@ -12,15 +12,8 @@ from hmm_datasets import SampleLayout
 from .belief import BELIEF_GROUPS
 from .figures import pyplot, save_figure
 from .layerwise import BEFORE_NORM_METRIC, CEILINGS
+from .names import FIGURE7_PATTERN, PROBE_FIGURES, PROBES_JSON
 from .records import RecordSet, read_records
-
-PROBES_JSON = "probe_results.json"
-PROBE_FIGURES = {  # figure -> file name in a probing output folder (Figure 7: one per attention row)
-    "figure2": "figure2_shuffle.png",
-    "figure3a": "figure3a_hidden_state_task.png",
-    "figure3b": "figure3b_previous_tokens.png",
-}
-FIGURE7_PATTERN = "figure7_attention_row{row}.png"
 
 
 def _band(ax, c: dict, label: str, color, line: str = "-") -> None:

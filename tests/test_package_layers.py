@@ -81,6 +81,23 @@ def test_the_travelling_model_files_import_only_torch_transformers_and_each_othe
             )
 
 
+NAMES = {  # the modules of names: what every file and folder is called
+    "hmm_datasets/names.py",
+    "probing/names.py",
+    "modeling_hmmroformer/experiments/layout.py",
+}
+WRITER = "hmm_datasets/files.py"  # the one atomic writer: every floor writes through it
+
+
+@pytest.mark.parametrize("path", sorted(NAMES | {WRITER}))
+def test_modules_of_names_and_the_writer_import_only_the_standard_library_and_other_names(path):
+    names = {name.removesuffix(".py").replace("/", ".") for name in NAMES}
+    for line, module in imported_modules(ROOT / path):
+        assert module.split(".")[0] in sys.stdlib_module_names or module in names, (
+            f"{path}:{line} imports {module}"
+        )
+
+
 def test_the_model_package_root_holds_only_the_travelling_files_and_the_registration():
     root = ROOT / "modeling_hmmroformer"
     assert sorted(path.name for path in root.glob("*.py")) == sorted(["__init__.py", *TRAVELLING])

@@ -20,7 +20,8 @@ from huggingface_hub import CommitOperationAdd, HfApi
 from huggingface_hub.utils import HFValidationError, validate_repo_id
 from transformers import AutoConfig
 
-from hmm_datasets.export import CONFIG_FILENAME, DATA_DIR, PARAMS_FILENAME, dataset_card_for_folder
+from hmm_datasets.export import dataset_card_for_folder
+from hmm_datasets.names import CONFIG_FILENAME, DATA_DIR, PARAMS_FILENAME
 from model_cards import DATASET_CARD_MARKER, MODEL_CARD_MARKER
 from model_cards.render import render_model_card
 from probing.architecture import check_causal_lm

@@ -1,5 +1,5 @@
-"""The folder-layout contract: the name of every file and folder a run writes, and the one
-way to write them (whole or not at all).
+"""The folder-layout contract: the name of every file and folder a run writes (a module of names:
+it imports only the other modules of names; `hmm_datasets.files` writes them whole or not at all).
 
 A reproduction (`scripts/reproduce.py`) is one model in its own folder; a study
 (`scripts/study.py`) is a grid of models, each in a model folder under `models/`:
@@ -16,24 +16,23 @@ A reproduction (`scripts/reproduce.py`) is one model in its own folder; a study
 A model folder (the reproduction itself, or `models/depth<L>-seed<s>/`) holds `training/`
 (the Trainer's output: checkpoints and the final model) and one folder per analysis. The
 corpus folder's own files (Parquet shards, HMM parameters, its config) are named by
-`hmm_datasets.export`; the probes' figures by `probing.plots`.
+`hmm_datasets.names`; the probes' by `probing.names`.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-# transformers' own names for a checkpoint's files (the library writes them; we only read them)
-from transformers.utils import CONFIG_NAME as MODEL_CONFIG_JSON  # noqa: F401
-from transformers.utils import SAFE_WEIGHTS_INDEX_NAME as WEIGHTS_INDEX  # noqa: F401
-from transformers.utils import SAFE_WEIGHTS_NAME as WEIGHTS  # noqa: F401
+# the names of the corpus folder's and the probes' files, where they are named
+from hmm_datasets.names import CONFIG_FILENAME as CORPUS_CONFIG_JSON  # noqa: F401
+from hmm_datasets.names import PARAMS_FILENAME  # noqa: F401
+from probing.names import PROBE_FIGURES, PROBES_JSON
 
-# Named where they are written, imported from here by the experiment: the corpus folder's files,
-# the probes' files, and the one atomic writer (for files and folders alike).
-from hmm_datasets.export import CONFIG_FILENAME as CORPUS_CONFIG_JSON  # noqa: F401
-from hmm_datasets.export import PARAMS_FILENAME, build_folder, write_atomically  # noqa: F401
-from probing.plots import PROBE_FIGURES, PROBES_JSON
+# transformers' own names for a checkpoint's files (the library writes them; we only read them;
+# a test checks them against transformers.utils)
+MODEL_CONFIG_JSON = "config.json"
+WEIGHTS = "model.safetensors"
+WEIGHTS_INDEX = "model.safetensors.index.json"
 
 # ---- folders of a run ---------------------------------------------------------------------
 CORPUS = "corpus"
@@ -71,16 +70,6 @@ RECORD_JSON = (
 )
 REPORT_MD = "REPORT.md"
 RESULTS_JSON = "results.json"
-
-
-def write_text(path: Path, text: str) -> Path:
-    """A text file, whole or not at all (`write_atomically`)."""
-    return write_atomically(path, lambda staging: staging.write_text(text))
-
-
-def write_json(path: Path, data) -> Path:
-    """Plain data as an indented JSON file (one value per line, as every run file is), whole or not at all."""
-    return write_text(path, json.dumps(data, indent=1) + "\n")
 
 
 def state_file(kind: str) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hmm_datasets.files import write_json, write_text
 from probing.figures import pyplot, save_figure
 
 from . import layout
@@ -134,8 +135,8 @@ def write_lemma1_family(result: dict, folder: str | Path) -> dict[str, Path]:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     return {
-        "json": layout.write_json(folder / layout.RESULTS_JSON, result),
-        "report": layout.write_text(folder / layout.REPORT_MD, lemma1_report(result)),
+        "json": write_json(folder / layout.RESULTS_JSON, result),
+        "report": write_text(folder / layout.REPORT_MD, lemma1_report(result)),
         "tv": plot_tv_by_level(result, folder / "tv_by_level.png"),
         "rate": plot_rate_vs_gamma(result, folder / "rate_vs_gamma.png"),
     }

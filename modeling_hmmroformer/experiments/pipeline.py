@@ -34,7 +34,7 @@ replaced); a folder made with other settings, or a non-empty folder without a st
 refused before anything is written. While the report stage is to run, no older REPORT.md or
 results.json is left in the folder.
 Every stage builds its output in a hidden sibling and renames it into place
-(`layout.build_folder`), so an interrupted stage leaves nothing that looks complete.
+(`build_folder`), so an interrupted stage leaves nothing that looks complete.
 """
 
 from __future__ import annotations
@@ -61,7 +61,9 @@ import transformers
 
 from hmm_datasets.cache import CACHE_ENV
 from hmm_datasets.corpus import open_corpus
-from hmm_datasets.export import MANIFEST_FILENAME, corpus_folder_problem, export_corpus
+from hmm_datasets.export import corpus_folder_problem, export_corpus
+from hmm_datasets.files import build_folder, write_atomically, write_json, write_text
+from hmm_datasets.names import MANIFEST_FILENAME
 from hmm_datasets.predictors import reference_predictors
 from model_cards.render import render_report, write_model_card
 from probing.architecture import check_causal_lm, positions_outside_attention
@@ -372,7 +374,7 @@ def read_state(pipeline: Pipeline) -> dict:
 
 def write_state(pipeline: Pipeline, state: dict) -> None:
     path = pipeline.out / layout.state_file(pipeline.kind)
-    layout.write_text(path, json.dumps(state, indent=2) + "\n")
+    write_text(path, json.dumps(state, indent=2) + "\n")
 
 
 def forget_stages(state: dict, stages: list[str], first: str) -> dict:
@@ -479,7 +481,7 @@ def reuse_shared_stages(
         if stage in state["stages"] or stage not in theirs["stages"] or not (source / name).is_dir():
             continue
         started = time.perf_counter()
-        layout.build_folder(
+        build_folder(
             p.out / name,
             lambda staging, there=source / name: shutil.copytree(there, staging, dirs_exist_ok=True),
         )
@@ -493,7 +495,7 @@ def reuse_shared_stages(
     for path in sorted((source / PREDICTIONS).glob("bayes-memory-*.safetensors")):
         (p.out / PREDICTIONS).mkdir(exist_ok=True)
         if not (p.out / PREDICTIONS / path.name).exists():
-            layout.write_atomically(
+            write_atomically(
                 p.out / PREDICTIONS / path.name, lambda target, there=path: shutil.copy(there, target)
             )
 
@@ -662,7 +664,7 @@ def train_model(p: Pipeline, m: ModelRun) -> None:
     if folder.exists() and not resume:
         shutil.rmtree(folder)
     config_copy = m.path(layout.RUN_CONFIG_COPY)
-    layout.write_text(config_copy, m.run.to_yaml())
+    write_text(config_copy, m.run.to_yaml())
     if p.num_processes == 1:
         train(m.run, resume=resume)
         return
@@ -680,7 +682,7 @@ def train_model(p: Pipeline, m: ModelRun) -> None:
 def measure_lemma1(p: Pipeline) -> None:
     data = load_evaluation_data(str(p.corpus), p.settings.memory_rows)
     result = corpus_lemma1(data, p.settings.memories)
-    layout.build_folder(p.out / layout.LEMMA1, lambda staging: write_lemma1(result, staging))
+    build_folder(p.out / layout.LEMMA1, lambda staging: write_lemma1(result, staging))
 
 
 def trained_model(m: ModelRun):
@@ -708,7 +710,7 @@ def measure_yardsticks(p: Pipeline) -> None:
     facts, tensors = corpus_yardsticks(
         open_corpus(str(p.corpus)), p.settings.yardstick_rows, p.settings.prior_particles
     )
-    layout.build_folder(p.out / layout.YARDSTICKS, lambda staging: write_yardsticks(staging, facts, tensors))
+    build_folder(p.out / layout.YARDSTICKS, lambda staging: write_yardsticks(staging, facts, tensors))
 
 
 def evaluate_model(p: Pipeline, m: ModelRun) -> None:
@@ -729,9 +731,9 @@ def evaluate_model(p: Pipeline, m: ModelRun) -> None:
     def write(staging: Path) -> None:
         write_figure1(result, staging)
         if placed is not None:
-            layout.write_json(staging / layout.YARDSTICKS_JSON, placed)
+            write_json(staging / layout.YARDSTICKS_JSON, placed)
 
-    layout.build_folder(m.path(layout.FIGURE1), write)
+    build_folder(m.path(layout.FIGURE1), write)
 
 
 def measure_development(p: Pipeline, m: ModelRun) -> None:
@@ -742,7 +744,7 @@ def measure_development(p: Pipeline, m: ModelRun) -> None:
     source = str(kept.relative_to(m.folder))
     record = place_networks(kept_networks(kept), open_corpus(str(p.corpus)), facts, tensors, source).to_dict()
 
-    layout.build_folder(
+    build_folder(
         m.path(layout.DEVELOPMENT),
         lambda staging: write_development(record, staging / layout.DEVELOPMENT_JSON),
     )
@@ -768,7 +770,7 @@ def probe_development(p: Pipeline, m: ModelRun) -> None:
         result = run_probing(
             model, corpus, p.settings.probe_config(), untrained_model=twin, progress=p.progress
         )
-        layout.build_folder(target, lambda staging, r=result: write_probe_results(r, staging))
+        build_folder(target, lambda staging, r=result: write_probe_results(r, staging))
 
 
 def probe_model(p: Pipeline, m: ModelRun) -> None:
@@ -781,7 +783,7 @@ def probe_model(p: Pipeline, m: ModelRun) -> None:
         untrained_model=untrained_twin(model, m.seed),
         progress=p.progress,
     )
-    layout.build_folder(m.path(layout.PROBES), lambda staging: write_probe_results(result, staging))
+    build_folder(m.path(layout.PROBES), lambda staging: write_probe_results(result, staging))
 
 
 def measure_memory(p: Pipeline, m: ModelRun, with_lemma1: bool) -> None:
@@ -795,7 +797,7 @@ def measure_memory(p: Pipeline, m: ModelRun, with_lemma1: bool) -> None:
             write_lemma1(lemma1, staging)
         write_model_memory(memory, staging)
 
-    layout.build_folder(m.path(layout.MEMORY), write)
+    build_folder(m.path(layout.MEMORY), write)
 
 
 def measure_knockout(p: Pipeline, m: ModelRun) -> None:
@@ -806,9 +808,7 @@ def measure_knockout(p: Pipeline, m: ModelRun) -> None:
     reason = positions_outside_attention(model)
     if reason is not None:
         skipped = {"skipped": reason}
-        layout.build_folder(
-            m.path(layout.KNOCKOUT), lambda staging: layout.write_json(staging / KNOCKOUT_SKIPPED, skipped)
-        )
+        build_folder(m.path(layout.KNOCKOUT), lambda staging: write_json(staging / KNOCKOUT_SKIPPED, skipped))
         return
     data = load_evaluation_data(str(p.corpus), p.settings.memory_rows)
     bayes = reference_predictors(data.params)["bayes"].next_token_probs(data.input_ids, data.task_ids)
@@ -820,10 +820,10 @@ def measure_knockout(p: Pipeline, m: ModelRun) -> None:
     }
 
     def write(staging: Path) -> None:
-        layout.write_json(staging / layout.KNOCKOUT_JSON, result)
+        write_json(staging / layout.KNOCKOUT_JSON, result)
         plot_rotary_knockout(result["trained"], staging / layout.KNOCKOUT_PNG, untrained=result["twin"])
 
-    layout.build_folder(m.path(layout.KNOCKOUT), write)
+    build_folder(m.path(layout.KNOCKOUT), write)
 
 
 def package_model(p: Pipeline, m: ModelRun) -> None:
@@ -838,7 +838,7 @@ def package_model(p: Pipeline, m: ModelRun) -> None:
             shutil.copytree(m.path(name), staging / name)
         write_model_card(staging, summarize_model_folder(staging), location=str(final))
 
-    layout.build_folder(final, write)
+    build_folder(final, write)
 
 
 REPORT_FILES = {
@@ -861,8 +861,8 @@ def stage_seconds(state: dict) -> dict[str, float]:
 
 
 def write_json_and_report(p: Pipeline, results: dict, report: str) -> None:
-    layout.write_json(p.out / layout.RESULTS_JSON, results)
-    layout.write_text(p.out / layout.REPORT_MD, report)
+    write_json(p.out / layout.RESULTS_JSON, results)
+    write_text(p.out / layout.REPORT_MD, report)
 
 
 def write_report(p: Pipeline, state: dict) -> None:

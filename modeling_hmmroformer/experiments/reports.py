@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from hmm_datasets.files import build_folder, write_json, write_text
 from model_cards.study_reports import (
     render_architectures_report,
     render_diversity_report,
@@ -108,10 +109,10 @@ def write_diversity_summary(
     check_report_folder(out, DIVERSITY_TITLE, is_diversity_figure)
     figures = write_report_figures(out, lambda staging: plot_diversity(summary, staging))
     summary["figures"], summary["machine"] = figures, machine or machine_description()
-    layout.write_json(out / layout.RESULTS_JSON, summary)
-    layout.write_text(out / layout.REPORT_MD, render_diversity_report(summary, figures))
+    write_json(out / layout.RESULTS_JSON, summary)
+    write_text(out / layout.REPORT_MD, render_diversity_report(summary, figures))
     if readme_text is not None:
-        layout.write_text(Path(readme), readme_text)
+        write_text(Path(readme), readme_text)
     return out / layout.REPORT_MD
 
 
@@ -127,8 +128,8 @@ def write_architectures_summary(summary: dict, out: Path, machine: dict | None =
     check_report_folder(out, ARCHITECTURES_TITLE, lambda name: name == ARCHITECTURES_FIGURE)
     figures = write_report_figures(out, lambda staging: plot_architectures(summary, staging))
     summary["figures"], summary["machine"] = figures, machine or machine_description()
-    layout.write_json(out / layout.RESULTS_JSON, summary)
-    layout.write_text(out / layout.REPORT_MD, render_architectures_report(summary, figures))
+    write_json(out / layout.RESULTS_JSON, summary)
+    write_text(out / layout.REPORT_MD, render_architectures_report(summary, figures))
     return out / layout.REPORT_MD
 
 
@@ -141,7 +142,7 @@ def write_report_figures(out: Path, plot: Callable[[Path], dict[str, str]]) -> d
         figures.update({name: f"{layout.FIGURES}/{file}" for name, file in plot(staging).items()})
 
     out.mkdir(parents=True, exist_ok=True)
-    layout.build_folder(out / layout.FIGURES, staged)
+    build_folder(out / layout.FIGURES, staged)
     return figures
 
 

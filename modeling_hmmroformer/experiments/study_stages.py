@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+from hmm_datasets.files import build_folder, write_json
 from model_cards.study_reports import render_study_report
 
 from . import layout
@@ -36,9 +37,9 @@ def record_model(p: Pipeline, m: ModelRun, state: dict) -> None:
         m.depth, m.seed, m.folder, p.record_fingerprint(), seconds=model_seconds(p, state, m)
     )
     record["settings"] = flat_settings(p.settings, p.run)  # names the setting that differs, on a refusal
-    layout.write_json(m.path(layout.RECORD_JSON), record)
+    write_json(m.path(layout.RECORD_JSON), record)
     if p.records is not None:
-        layout.write_json(p.record_path(m), record)
+        write_json(p.record_path(m), record)
 
 
 def model_seconds(p: Pipeline, state: dict, m: ModelRun) -> dict[str, float]:
@@ -65,5 +66,5 @@ def write_study_report(p: Pipeline, state: dict) -> None:
     )
     summary["stage_seconds"] = stage_seconds(state)
     summary["machine"] = machine = machine_description()
-    layout.build_folder(p.out / layout.FIGURES, lambda staging: plot_study(summary, staging))
+    build_folder(p.out / layout.FIGURES, lambda staging: plot_study(summary, staging))
     write_json_and_report(p, summary, render_study_report(summary, machine))

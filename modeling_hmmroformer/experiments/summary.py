@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 from transformers import AutoConfig
 
-from probing.plots import FIGURE7_PATTERN
+from probing.names import FIGURE7_PATTERN
 from probing.records import DECIDING_POSITIONS, read_records
 from probing.summary import summarize_probe_results
 

@@ -36,6 +36,7 @@ from transformers.utils import logging
 import hmm_datasets
 from hmm_datasets import HMMMixtureConfig, HMMParams, SampleLayout
 from hmm_datasets.corpus import Corpus, open_corpus
+from hmm_datasets.files import build_folder, write_atomically, write_json, write_text
 from hmm_datasets.scoring import flatten_scores, in_context_scores
 
 from ..modeling_hmm_roformer import HMMRoFormerForCausalLM
@@ -165,7 +166,7 @@ class InContextTrainer(Trainer):
         metrics.update(flat)
         if self.is_world_process_zero():
             record = {"step": self.state.global_step, **scores}
-            layout.write_json(Path(self.args.output_dir) / layout.ICL_SCORES_JSON, record)
+            write_json(Path(self.args.output_dir) / layout.ICL_SCORES_JSON, record)
         return metrics
 
 
@@ -234,7 +235,7 @@ class DevelopmentCheckpoints(TrainerCallback):
             model.save_pretrained(str(staging))
             write_run_files(staging, self.run, self.corpus_config)
 
-        layout.build_folder(target, write)
+        build_folder(target, write)
 
 
 def kept_name(step: int) -> str:
@@ -338,8 +339,8 @@ def whole_run_metrics(
 
 def write_run_files(folder: Path, run: RunConfig, corpus_config: HMMMixtureConfig) -> None:
     """The corpus config, then the run config (written last: a checkpoint with it is complete)."""
-    layout.write_text(folder / layout.CORPUS_CONFIG_JSON, corpus_config.to_json() + "\n")
-    layout.write_text(folder / layout.RUN_CONFIG_YAML, run.to_yaml())
+    write_text(folder / layout.CORPUS_CONFIG_JSON, corpus_config.to_json() + "\n")
+    write_text(folder / layout.RUN_CONFIG_YAML, run.to_yaml())
 
 
 # ---- checkpoints ------------------------------------------------------------------------------
@@ -485,7 +486,7 @@ def prepare(run: RunConfig, resume: bool) -> PreparedRun:
         icl_evaluator=evaluator,
     )
     if trainer.is_world_process_zero():
-        layout.write_text(output_dir / layout.RUN_CONFIG_YAML, run.to_yaml())
+        write_text(output_dir / layout.RUN_CONFIG_YAML, run.to_yaml())
     return PreparedRun(trainer, corpus, checkpoint)
 
 
@@ -527,7 +528,7 @@ def train(run: RunConfig, resume: bool = False) -> dict:
         metrics.update(trainer.evaluate())
     if trainer.is_world_process_zero():
         write_run_files(run.output_dir, run, corpus.config)
-        layout.write_atomically(run.output_dir / layout.PARAMS_FILENAME, corpus.params.save)
+        write_atomically(run.output_dir / layout.PARAMS_FILENAME, corpus.params.save)
         tokens = trainer.state.global_step * _tokens_per_step(trainer, corpus.config)
         metrics["train_tokens"] = tokens
         metrics["train_steps"] = trainer.state.global_step
@@ -544,7 +545,7 @@ def train(run: RunConfig, resume: bool = False) -> dict:
             )
         if torch.cuda.is_available():  # this process's peak, evaluation included
             metrics["peak_gpu_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
-        layout.write_text(
+        write_text(
             run.output_dir / layout.TRAIN_RESULTS_JSON, json.dumps(_jsonable(metrics), indent=2) + "\n"
         )
     return metrics

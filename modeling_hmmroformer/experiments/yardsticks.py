@@ -34,12 +34,11 @@ from safetensors.torch import load_file, save_file
 from hmm_datasets.bayes import BayesOptimalPredictor
 from hmm_datasets.config import HMMMixtureConfig
 from hmm_datasets.corpus import Corpus, CorpusRows
+from hmm_datasets.files import write_atomically, write_json
 from hmm_datasets.layout import SampleLayout
 from hmm_datasets.particle import ParticlePriorPredictor, convergence_report
 from hmm_datasets.predictors import IN_CONTEXT, in_context_predictor, ppm_next_token_probs
 from hmm_datasets.scoring import next_token_scores, on_test_tokens
-
-from . import layout
 
 SPLITS = {"test": "seen tasks", "test_unseen": "unseen tasks"}
 YARDSTICKS = {
@@ -227,8 +226,8 @@ def particle_device() -> dict:
 def write_yardsticks(folder: Path, facts: dict, tensors: dict[str, torch.Tensor]) -> None:
     """The yardsticks' predictions and facts into `folder`, each file whole or not at all."""
     contiguous = {name: t.contiguous() for name, t in tensors.items()}
-    layout.write_atomically(folder / YARDSTICKS_TENSORS, lambda staging: save_file(contiguous, str(staging)))
-    layout.write_json(folder / YARDSTICKS_JSON, facts)
+    write_atomically(folder / YARDSTICKS_TENSORS, lambda staging: save_file(contiguous, str(staging)))
+    write_json(folder / YARDSTICKS_JSON, facts)
 
 
 def read_yardsticks(folder: Path) -> tuple[dict, dict[str, torch.Tensor]]:

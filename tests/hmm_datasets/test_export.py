@@ -9,7 +9,7 @@ from datasets import load_dataset
 import hmm_datasets
 from hmm_datasets import export
 from hmm_datasets.corpus import open_corpus
-from hmm_datasets.params import PARAMS_FILENAME
+from hmm_datasets.names import MANIFEST_FILENAME, PARAMS_FILENAME
 
 
 @pytest.fixture(scope="module")
@@ -185,7 +185,7 @@ def test_a_damaged_corpus_folder_is_one_line_naming_the_folder_and_the_split(exp
 def test_a_folder_exported_before_manifests_opens_unless_a_split_is_lost(exported, tmp_path, how):
     folder = tmp_path / "corpus"
     shutil.copytree(exported, folder)
-    (folder / export.MANIFEST_FILENAME).unlink()
+    (folder / MANIFEST_FILENAME).unlink()
     assert len(open_corpus(str(folder)).split("test")) == 64
     damage(folder, how)
     with pytest.raises(

@@ -10,9 +10,8 @@ from datasets import load_dataset, load_dataset_builder
 
 import hmm_datasets
 from hmm_datasets import corpus as corpus_module
-from hmm_datasets.export import MANIFEST_FILENAME
+from hmm_datasets.names import MANIFEST_FILENAME, UNSEEN_PARAMS_FILENAME
 from hmm_datasets.params import (
-    UNSEEN_PARAMS_FILENAME,
     UNSEEN_SEED_KEY,
     HMMParams,
     check_disjoint,

@@ -29,6 +29,7 @@ import transformers
 from tqdm.auto import tqdm
 
 from hmm_datasets.corpus import checkpoint_corpus, open_corpus
+from hmm_datasets.files import build_folder
 
 from .. import layout
 from ..development import kept_networks, place_networks
@@ -106,7 +107,7 @@ def yardsticks(corpus, folder: Path, rows: int, particles: int) -> tuple[dict, d
         flush=True,
     )
     facts, tensors = corpus_yardsticks(corpus, rows, particles)
-    layout.build_folder(folder, lambda staging: write_yardsticks(staging, facts, tensors))
+    build_folder(folder, lambda staging: write_yardsticks(staging, facts, tensors))
     print(f"  {folder} written in {time.perf_counter() - start:.0f} s", flush=True)
     return facts, tensors
 

@@ -16,6 +16,7 @@ import sys
 import time
 
 import hmm_datasets
+from hmm_datasets.names import TABLE_FILENAME
 
 from ..settings import parse_overrides
 from . import Parser, at_least, refuse
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     seconds = time.perf_counter() - start
     rows = sum(config.num_rows(split) for split in hmm_datasets.SPLITS)
     print(f"\nwrote {folder} ({rows} rows of {config.sequence_length} tokens) in {seconds:.1f}s")
-    table_path = folder / hmm_datasets.export.TABLE_FILENAME
+    table_path = folder / TABLE_FILENAME
     if table_path.exists():
         print()
         print(hmm_datasets.format_accuracy_table(json.loads(table_path.read_text())))

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import hmm_datasets
 from hmm_datasets.corpus import open_corpus
+from hmm_datasets.files import write_json
 
-from .. import layout
 from ..yardsticks import check_same_corpus, check_unseen_split, yardstick_ladder
 from . import Parser, at_least, refuse
 
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         ladder = yardstick_ladder(corpus, rows, log=lambda line: print(f"  {line}", flush=True))
     except (ValueError, OSError) as error:
         return refuse(error)
-    layout.write_json(path, {**facts, "ladder": ladder})
+    write_json(path, {**facts, "ladder": ladder})
     print(f"{path} written with its ladder in {time.perf_counter() - start:.0f} s.")
     return 0
 

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from hmm_datasets import files
+from hmm_datasets.files import write_atomically, write_text
 from modeling_hmmroformer.experiments import layout
 
 EXPERIMENTS = Path(layout.__file__).parent
@@ -19,15 +21,11 @@ def direct_writes(source: str) -> list[str]:
         if not isinstance(node, ast.Call):
             continue
         func = node.func
-        if isinstance(func, ast.Attribute) and func.attr in DIRECT_WRITES and not _is_layout(func.value):
+        if isinstance(func, ast.Attribute) and func.attr in DIRECT_WRITES:
             found.append(f"line {node.lineno}: .{func.attr}(...)")
         elif isinstance(func, ast.Name) and func.id == "open" and _writes(node):
             found.append(f"line {node.lineno}: open(..., mode that writes)")
     return found
-
-
-def _is_layout(node: ast.expr) -> bool:
-    return isinstance(node, ast.Name) and node.id == "layout"
 
 
 def _writes(call: ast.Call) -> bool:
@@ -38,7 +36,7 @@ def _writes(call: ast.Call) -> bool:
 def test_the_direct_write_finder_sees_each_kind_of_write():
     source = (
         "path.write_text(text)\nparams.save(path)\njson.dump(record, handle)\nopen(path, 'w')\n"
-        "open(path, mode='ab')\nopen(path)\nopen(path, 'rb')\nlayout.write_text(path, text)\n"
+        "open(path, mode='ab')\nopen(path)\nopen(path, 'rb')\nwrite_text(path, text)\n"
     )
     assert [line.split(":")[0] for line in direct_writes(source)] == [f"line {n}" for n in range(1, 6)]
 
@@ -47,22 +45,33 @@ def test_the_direct_write_finder_sees_each_kind_of_write():
 def test_no_experiment_module_writes_a_file_around_the_atomic_writer(module):
     """A direct write killed half-way leaves a half file that looks complete (a run config a
     checkpoint is judged complete by, a train_results.json a finished run is judged by)."""
-    found = direct_writes(module.read_text())
-    if module.name == "layout.py":  # the writer itself: `write_text` fills its staging file
-        assert len(found) == 1 and ".write_text" in found[0]
-    else:
-        assert found == [], f"{module.name}: write through layout.write_text / layout.write_atomically"
+    assert direct_writes(module.read_text()) == [], (
+        f"{module.name}: write through write_text / write_atomically"
+    )
+
+
+def test_the_one_writer_writes_in_place_only_its_staging_file():
+    found = direct_writes(Path(files.__file__).read_text())
+    assert len(found) == 1 and ".write_text" in found[0]  # `write_text` fills its staging file
 
 
 def test_a_write_that_fails_half_way_leaves_the_old_file_and_no_partial_one(tmp_path):
     path = tmp_path / "train_results.json"
-    layout.write_text(path, '{"train_steps": 40}\n')
+    write_text(path, '{"train_steps": 40}\n')
 
     def half_then_fail(staging: Path) -> None:
         staging.write_text('{"train_st')
         raise KeyboardInterrupt  # Ctrl-C in the middle of the write
 
     with pytest.raises(KeyboardInterrupt):
-        layout.write_atomically(path, half_then_fail)
+        write_atomically(path, half_then_fail)
     assert path.read_text() == '{"train_steps": 40}\n'
     assert [p.name for p in tmp_path.iterdir()] == ["train_results.json"]
+
+
+def test_the_checkpoint_file_names_are_transformers_own():
+    from transformers import utils
+
+    assert layout.MODEL_CONFIG_JSON == utils.CONFIG_NAME
+    assert layout.WEIGHTS == utils.SAFE_WEIGHTS_NAME
+    assert layout.WEIGHTS_INDEX == utils.SAFE_WEIGHTS_INDEX_NAME

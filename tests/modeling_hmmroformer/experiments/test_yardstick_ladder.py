@@ -9,9 +9,10 @@ import torch
 import hmm_datasets
 from hmm_datasets.bayes import BayesOptimalPredictor
 from hmm_datasets.corpus import open_corpus
+from hmm_datasets.files import write_json
 from hmm_datasets.predictors import IN_CONTEXT, in_context_predictor
 from hmm_datasets.scoring import next_token_scores
-from modeling_hmmroformer.experiments import layout, yardsticks
+from modeling_hmmroformer.experiments import yardsticks
 from modeling_hmmroformer.experiments.commands.yardstick_ladder import main
 from modeling_hmmroformer.experiments.yardsticks import SPLITS, corpus_yardsticks, yardstick_ladder
 
@@ -122,7 +123,7 @@ def facts_file(tmp_path, **changes) -> tuple:
         "labels": {"mixture": "mixture Bayes"},
         **changes,
     }
-    path = layout.write_json(tmp_path / "yardsticks.json", facts)
+    path = write_json(tmp_path / "yardsticks.json", facts)
     return path, facts
 
 
