@@ -67,6 +67,8 @@ def render_diversity_report(summary: dict, figures: dict[str, str]) -> str:
     environment = study_environment()
     environment.filters["nearest"] = lambda n: f"{n['mixture']} / {n['prior']} / {n['tied']}"
     environment.filters["learners"] = learner_counts_text
+    environment.filters["labels"] = lambda counts: ", ".join(f"{label} {n}" for label, n in counts.items())
+    environment.filters["tokens"] = lambda tokens: "—" if tokens is None else f"{tokens / 1e6:.3g} M"
     template = environment.from_string(DIVERSITY_REPORT_TEMPLATE.read_text())
     return template.render(
         s=summary,

@@ -1,22 +1,29 @@
-"""The task-diversity study across K: every study cell (a corpus draw of K HMMs and a depth)
-placed on its yardsticks and its in-context ladder, gathered from the studies' own summaries
-(`aggregate.summarize_study`: each study folder's results.json, with its models' records); the
-claims decided per (K, depth) over every draw measured there, seeds nested in draws, Holm across
-every claim of the report (`decide_groups`); and what the corpus draw moves (`diversity-512`
-against `diversity-512-draw1`: the same prior and K, another parameter seed).
+"""The studies across task diversity K (a family: the task-diversity study `diversity-*`, or the
+inference study `inference-*` that trains the same network past its in-context transition):
+every study cell (a corpus draw of K HMMs and a depth) placed on its yardsticks and its in-context
+ladder, gathered from the studies' own summaries (`aggregate.summarize_study`: each study folder's
+results.json, with its models' records); the claims decided per (K, depth) over every draw
+measured there, seeds nested in draws, Holm across every claim of the report (`decide_groups`);
+what the corpus draw moves (a draw against draw 0: the same prior and K, another parameter
+seed); and, where the models kept networks over training, each (K, depth) over training
+(`over_training`: described, not decided).
 
 Plain data in, plain data out: `scripts/diversity_report.py` reads the folders and writes.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+
 from .aggregate import counted_statistics, ladder_places, record_splits
 from .claims import CLAIMS, claim_words, decide_report, model_statistics
+from .development import Development, development_from_dict
 from .ladder_gate import LEARNERS
 from .settings import HMM_ROFORMER, PRESETS
 from .verdicts import across_seeds
 
 DIVERSITY_TITLE = "# Retrieval or inference?"  # the report's first line starts so
+FAMILIES = ("diversity", "inference")  # the studies across K a report gathers, by name prefix
 SPLITS = ("test", "test_unseen")  # seen tasks, unseen tasks
 # the statistics of a cell whose change between corpus draws the report shows, beside the claims'
 DRAWN_STATISTICS = {
@@ -25,9 +32,15 @@ DRAWN_STATISTICS = {
 }
 
 
-def planned_cells() -> list[tuple[str, int]]:
-    """(study, depth) of every cell the named diversity studies plan, in the report's order."""
-    studies = [s for name, s in PRESETS.items() if name.startswith("diversity-")]
+def family_of(study: str) -> str | None:
+    """The family (`FAMILIES`) of a study by its name: "diversity-512" is a diversity study,
+    "inference-512-draw0" an inference study; None for any other study."""
+    return next((family for family in FAMILIES if study.startswith(f"{family}-")), None)
+
+
+def planned_cells(family: str = "diversity") -> list[tuple[str, int]]:
+    """(study, depth) of every cell the named studies of a family plan, in the report's order."""
+    studies = [s for name, s in PRESETS.items() if family_of(name) == family]
     return [(s.name, depth) for s in studies for depth in s.depths]
 
 
@@ -164,11 +177,19 @@ def summarize_diversity(summaries: list[dict], sources: list[str]) -> dict:
     differ, are refused."""
     if not summaries:
         raise ValueError("no study given: name the folders of one or more diversity studies")
+    family = family_of(summaries[0]["study"]["name"])
     cells, seen = [], {}
     for summary, source in zip(summaries, sources):
         name = summary["study"]["name"]
-        if not name.startswith("diversity-"):
-            raise ValueError(f"{source} is a study of {name!r}, not a diversity study (diversity-32, ...)")
+        if family_of(name) is None:
+            raise ValueError(
+                f"{source} is a study of {name!r}, not a diversity study (diversity-32, inference-512-draw0, ...)"
+            )
+        if family_of(name) != family:
+            raise ValueError(
+                f"{source} is an {family_of(name)} study and {sources[0]} a {family} study: "
+                "one report gathers the studies of one family"
+            )
         for section in SHARED_SETUP:
             if setup_of(summary, section) != setup_of(summaries[0], section):
                 raise ValueError(
@@ -190,6 +211,7 @@ def summarize_diversity(summaries: list[dict], sources: list[str]) -> dict:
     }
     ladders = {s["study"]["name"]: (s.get("yardsticks") or {}).get("ladder") for s in summaries}
     return {
+        "family": family,
         "sources": list(sources),
         "setup": {
             "corpus": summaries[0]["corpus"],
@@ -199,17 +221,22 @@ def summarize_diversity(summaries: list[dict], sources: list[str]) -> dict:
         },
         "cells": cells,
         "missing": [
-            f"{study} at {depth} layers" for study, depth in planned_cells() if (study, depth) not in seen
+            f"{study} at {depth} layers"
+            for study, depth in planned_cells(family)
+            if (study, depth) not in seen
         ],
-        **decided_summary(cells, records, ladders),
+        **decided_summary(cells, records, ladders, family),
     }
 
 
-def decided_summary(cells: list[dict], records: dict[tuple[str, int], list[dict]], ladders: dict) -> dict:
+def decided_summary(
+    cells: list[dict], records: dict[tuple[str, int], list[dict]], ladders: dict, family: str = "diversity"
+) -> dict:
     """The parts of the cross-K summary the rule decides, from the study cells and their models'
     records: the cells placed on their ladders (`place_cell`) in the planned order, the claims,
-    the groups decided (`decide_groups`) and what the corpus draw moves."""
-    order = {key: index for index, key in enumerate(planned_cells())}
+    the groups decided (`decide_groups`), what the corpus draw moves, and each (K, depth) over
+    training (`over_training`)."""
+    order = {key: index for index, key in enumerate(planned_cells(family))}
     placed = sorted(
         (place_cell(c, records[(c["study"], c["depth"])], ladders.get(c["study"])) for c in cells),
         key=lambda c: order.get((c["study"], c["depth"]), len(order)),
@@ -220,6 +247,7 @@ def decided_summary(cells: list[dict], records: dict[tuple[str, int], list[dict]
         "decided": decide_groups(placed, records, ladders),
         "draw_spreads": draw_spreads(placed),
         "ladders": {study: ladder for study, ladder in ladders.items() if ladder is not None},
+        "over_training": over_training(placed, records),
     }
 
 
@@ -228,7 +256,7 @@ def redecide_diversity(summary: dict, records: dict[tuple[str, int], list[dict]]
     records (`records`: (study, depth) -> records; `ladders`: study -> its corpus's ladder facts
     on the yardstick rows): every part the rule decides replaced, the rest kept."""
     kept = [{k: v for k, v in c.items() if k not in PLACED_KEYS} for c in summary["cells"]]
-    return {**summary, **decided_summary(kept, records, ladders)}
+    return {**summary, **decided_summary(kept, records, ladders, summary.get("family", "diversity"))}
 
 
 PLACED_KEYS = ("verdicts", "learner", "ladder_places", "own")  # what a decision adds to a cell
@@ -256,4 +284,85 @@ def claim_against_k(summary: dict, key: str) -> dict[int, list[dict]]:
     for group in sorted(summary["decided"], key=lambda g: g["num_tasks"]):
         row = next(v for v in group["verdicts"] if v["key"] == key)
         out.setdefault(group["depth"], []).append({"num_tasks": group["num_tasks"], **row})
+    return out
+
+
+# ---- over training: the networks each model kept (`development`), described, not decided ---------
+def over_training(cells: list[dict], records: dict[tuple[str, int], list[dict]]) -> list[dict]:
+    """Per (K, depth) whose models kept networks over training, in the cells' order: each kept
+    step on each split across the models of every draw (`development_places`), and each claim's
+    statistic at the steps every model probed (`development_claims`). Described across models,
+    not decided: the rule decides the final networks only."""
+    groups: dict[tuple[int, int], list[dict]] = {}
+    for cell in cells:
+        kept = [r for r in records[(cell["study"], cell["depth"])] if r.get("development")]
+        if kept:
+            groups.setdefault((cell["num_tasks"], cell["depth"]), []).extend(kept)
+    return [
+        {
+            "num_tasks": num_tasks,
+            "depth": depth,
+            "num_models": len(models),
+            "places": development_places([development_from_dict(r["development"]) for r in models]),
+            "claims": development_claims(models),
+        }
+        for (num_tasks, depth), models in groups.items()
+    ]
+
+
+def development_places(developments: list[Development]) -> dict[str, list[dict]]:
+    """Per split, per step every model kept: the training tokens, KL from the split's reference,
+    the best rung's KL and prior-level Bayes's (mean [95% t interval] across models), top-1, how
+    many models are past the ladder, and the models' phase labels counted."""
+    steps = sorted(set.intersection(*({n.step for n in d.networks} for d in developments)))
+    splits = [s for s in SPLITS if all(s in d.networks[-1].splits for d in developments)]
+    out = {}
+    for split in splits:
+        rows = []
+        for step in steps:
+            at = [next(n for n in d.networks if n.step == step) for d in developments]
+            places = [n.splits[split] for n in at]
+            rows.append(
+                {
+                    "step": step,
+                    "tokens": at[0].tokens,
+                    "reference": places[0].reference,
+                    "kl_reference": across_seeds([p.distances[p.reference] for p in places]),
+                    "best_rung_kl": across_seeds([p.best_rung_kl for p in places]),
+                    "kl_prior": across_seeds([p.distances.get("prior") for p in places]),
+                    "accuracy": across_seeds([p.accuracy for p in places]),
+                    "past": sum(p.past_ladder for p in places),
+                    "labels": dict(Counter(p.label for p in places).most_common()),
+                }
+            )
+        out[split] = rows
+    return out
+
+
+def development_claims(records: list[dict]) -> dict[str, list[dict]]:
+    """Per claim, at each step every model probed (`development_statistics`): its own statistic
+    and its effect over the untrained twin (the training's own step-0 network), mean [95% t
+    interval] across models; empty where no model was probed over training."""
+    by_step = [r.get("development_statistics") or {} for r in records]
+    steps = sorted(set.intersection(*(set(map(int, s)) for s in by_step)))
+    out: dict[str, list[dict]] = {}
+    for claim in CLAIMS:
+        rows = []
+        for step in steps:
+            found = [s[str(step)][claim.key] for s in by_step]
+            twin = [
+                f["own"] - f["floors"]["twin"]
+                if f["own"] is not None and f["floors"].get("twin") is not None
+                else None
+                for f in found
+            ]
+            rows.append(
+                {
+                    "step": step,
+                    "own": across_seeds([f["own"] for f in found]),
+                    "over_twin": across_seeds(twin),
+                }
+            )
+        if rows and any(row["own"]["n"] for row in rows):
+            out[claim.key] = rows
     return out

@@ -120,18 +120,33 @@ YARDSTICKS_FIGURE = "yardsticks_against_k.png"
 CLAIM_FIGURE_PREFIX = "claim_"  # claim_<key>.png: one figure per claim
 
 
+PHASE_DIAGRAM_FIGURE = "phase_diagram.png"
+DEVELOPMENT_FIGURE_PREFIX = "development-K"  # development-K<k>.png: one figure per K
+
+
 def is_diversity_figure(name: str) -> bool:
     """Whether a file name is one `plot_diversity` writes."""
-    return name == YARDSTICKS_FIGURE or (name.startswith(CLAIM_FIGURE_PREFIX) and name.endswith(".png"))
+    return name in (YARDSTICKS_FIGURE, PHASE_DIAGRAM_FIGURE) or (
+        name.startswith((CLAIM_FIGURE_PREFIX, DEVELOPMENT_FIGURE_PREFIX)) and name.endswith(".png")
+    )
 
 
-def plot_diversity(summary: dict, folder: Path) -> dict[str, str]:
-    """Every figure of the cross-K report into `folder`; returns figure name -> file name."""
+def plot_diversity(summary: dict, folder: Path, developments: list[dict] = ()) -> dict[str, str]:
+    """Every figure of the cross-K report into `folder`, with the phase diagram and each K's
+    development where models kept networks over training (`developments`, development records);
+    returns figure name -> file name."""
     files = {"yardsticks_against_k": YARDSTICKS_FIGURE}
     plot_yardsticks_against_k(summary, folder / files["yardsticks_against_k"])
     for claim in summary["claims"]:
         files[claim["key"]] = f"{CLAIM_FIGURE_PREFIX}{claim['key']}.png"
         plot_claim_against_k(summary, claim["key"], folder / files[claim["key"]])
+    if developments:
+        files["phase_diagram"] = PHASE_DIAGRAM_FIGURE
+        plot_phase_diagram(developments, folder / PHASE_DIAGRAM_FIGURE)
+    for k in sorted({d["num_tasks"] for d in developments}):
+        files[f"development_K{k}"] = f"{DEVELOPMENT_FIGURE_PREFIX}{k}.png"
+        cell = [d for d in developments if d["num_tasks"] == k]
+        plot_cell_development(cell, folder / files[f"development_K{k}"])
     return files
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from hmm_datasets.files import build_folder, write_json, write_text
@@ -20,6 +20,7 @@ from model_cards.study_reports import (
 
 from . import layout
 from .architectures import ARCHITECTURES_TITLE, redecide_architectures, summarize_architectures
+from .development import development_from_dict
 from .diversity import DIVERSITY_TITLE, redecide_diversity, summarize_diversity
 from .pipeline import machine_description
 from .report_plots import ARCHITECTURES_FIGURE, is_diversity_figure, plot_architectures, plot_diversity
@@ -41,8 +42,11 @@ def write_diversity_report(studies: list[Path], out: Path, readme: str | os.Path
     """The task-diversity report across K from the studies' folders: REPORT.md, results.json and
     figures/ in `out`, and the status table of `readme` (between its marker lines) when given.
     Everything is checked before anything is written; returns the report's path."""
-    summary = summarize_diversity(read_study_summaries(studies), [str(folder) for folder in studies])
-    return write_diversity_summary(summary, out, readme)
+    summaries = read_study_summaries(studies)
+    summary = summarize_diversity(summaries, [str(folder) for folder in studies])
+    return write_diversity_summary(
+        summary, out, readme, developments=kept_developments(s["models"] for s in summaries)
+    )
 
 
 def committed_report(folder: Path) -> tuple[dict, dict[tuple[str, int], list[dict]], dict]:
@@ -86,8 +90,10 @@ def decided_from(studies: list[str]) -> dict:
 def redecide_diversity_report(folder: Path, readme: str | os.PathLike | None = None) -> Path:
     """A committed cross-K report decided again by today's rule from its committed records
     (`committed_report`), rewritten in place (and `readme`'s status table when given)."""
-    summary = redecide_diversity(*committed_report(folder))
-    return write_diversity_summary(summary, folder, readme, summary.get("machine"))
+    summary, records, ladders = committed_report(folder)
+    summary = redecide_diversity(summary, records, ladders)
+    developments = kept_developments(records.values())
+    return write_diversity_summary(summary, folder, readme, summary.get("machine"), developments)
 
 
 def redecide_architectures_report(folder: Path) -> Path:
@@ -98,16 +104,33 @@ def redecide_architectures_report(folder: Path) -> Path:
     return write_architectures_summary(summary, folder, summary.get("machine"))
 
 
+def kept_developments(models: Iterable[list[dict]]) -> list[dict]:
+    """The development records (`development.Development`, labels recomputed) of the models
+    that kept networks over training, from lists of model records."""
+    return [
+        development_from_dict(r["development"]).to_dict()
+        for group in models
+        for r in group
+        if r.get("development")
+    ]
+
+
 def write_diversity_summary(
-    summary: dict, out: Path, readme: str | os.PathLike | None = None, machine: dict | None = None
+    summary: dict,
+    out: Path,
+    readme: str | os.PathLike | None = None,
+    machine: dict | None = None,
+    developments: list[dict] = (),
 ) -> Path:
     """REPORT.md, results.json and figures/ of a cross-K summary in `out`, and the status table
-    of `readme` when given; `machine`: where its studies ran (this machine by default)."""
+    of `readme` when given; `machine`: where its studies ran (this machine by default);
+    `developments`: the models' networks over training, for the phase diagram and each K's
+    development figure."""
     readme_text = None
     if readme is not None:
         readme_text = replace_marked_block(Path(readme).read_text(), render_diversity_status(summary))
     check_report_folder(out, DIVERSITY_TITLE, is_diversity_figure)
-    figures = write_report_figures(out, lambda staging: plot_diversity(summary, staging))
+    figures = write_report_figures(out, lambda staging: plot_diversity(summary, staging, developments))
     summary["figures"], summary["machine"] = figures, machine or machine_description()
     write_json(out / layout.RESULTS_JSON, summary)
     write_text(out / layout.REPORT_MD, render_diversity_report(summary, figures))

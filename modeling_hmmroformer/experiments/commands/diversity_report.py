@@ -1,15 +1,18 @@
-"""The task-diversity study across K: one report from the studies' own reports.
+"""The studies across task diversity K: one report from the studies' own reports.
 
     python scripts/diversity_report.py runs/diversity-32-d4 runs/diversity-512-d4 runs/diversity-512-draw1
     python scripts/diversity_report.py runs/diversity-* --out results/diversity --readme README.md
+    python scripts/diversity_report.py runs/inference-* --out results/inference
 
-Each folder is a `scripts/study.py` folder of a diversity study (diversity-32, diversity-512,
-diversity-8192, diversity-512-draw1) whose report stage has run (its results.json). Writes into
---out: REPORT.md (a summary of which learner the models are nearest at each K and which claims
-hold where; per cell its place on the yardsticks and its verdict table; what the corpus draw
-moves; wall times), results.json (every number of it) and figures/ (each claim's statistic
-against K, KL to each yardstick against K). With --readme, the status table between that
-file's "diversity status" marker lines is rewritten from the same numbers.
+Each folder is a `scripts/study.py` folder of one family of studies across K, the task-diversity
+study (diversity-32, diversity-512, diversity-8192, diversity-512-draw1) or the inference study
+(inference-<K>-draw<d>), whose report stage has run (its results.json). Writes into --out:
+REPORT.md (a summary of which learner the models are nearest at each K and which claims hold
+where; per cell its place on the yardsticks and its verdict table; what the corpus draw moves;
+each K over training where the models kept networks; wall times), results.json (every number of
+it) and figures/ (each claim's statistic against K, KL to each yardstick against K; the phase
+diagram and each K's development). With --readme, the status table between that file's
+"diversity status" marker lines is rewritten from the same numbers.
 
     python scripts/diversity_report.py --redecide results/diversity --readme README.md
 

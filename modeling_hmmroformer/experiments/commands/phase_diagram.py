@@ -17,7 +17,12 @@ import sys
 from pathlib import Path
 
 from ..development import development_from_dict
-from ..report_plots import plot_cell_development, plot_phase_diagram
+from ..report_plots import (
+    DEVELOPMENT_FIGURE_PREFIX,
+    PHASE_DIAGRAM_FIGURE,
+    plot_cell_development,
+    plot_phase_diagram,
+)
 from . import Parser, refuse
 
 
@@ -34,10 +39,10 @@ def main(argv: list[str] | None = None) -> int:
         return refuse(error)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    written = [plot_phase_diagram(records, out / "phase_diagram.png")]
+    written = [plot_phase_diagram(records, out / PHASE_DIAGRAM_FIGURE)]
     for k in sorted({record["num_tasks"] for record in records}):
         cell = [record for record in records if record["num_tasks"] == k]
-        written.append(plot_cell_development(cell, out / f"development-K{k}.png"))
+        written.append(plot_cell_development(cell, out / f"{DEVELOPMENT_FIGURE_PREFIX}{k}.png"))
     print(f"wrote {', '.join(map(str, written))} from {len(records)} records")
     return 0
 

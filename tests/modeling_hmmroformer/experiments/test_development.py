@@ -216,39 +216,55 @@ def test_the_phase_diagram_reads_records_and_refuses_others_in_one_line(tiny_dev
 
 
 # ---- in a study: the development stage and the record ------------------------------------------
-def test_a_study_that_keeps_networks_places_them_and_records_their_places(quick_studied, tmp_path):
+@pytest.fixture(scope="module")
+def kept_study(quick_studied, tmp_path_factory) -> Path:
+    """The quick study at 2 layers, one seed, keeping 3 networks and probing 2 of them, its
+    shared stages lent by the quick study: a folder with the study in kept/ and its records in
+    records/."""
     from modeling_hmmroformer.experiments.pipeline import (
         check_reuse,
         make_pipeline,
         read_state,
         reuse_shared_stages,
         run_pipeline,
-        stage_names,
         write_state,
     )
-    from modeling_hmmroformer.experiments.settings import get_settings
 
     source, _ = quick_studied
-    settings = get_settings(
-        "quick", depths=(2,), seeds=(0,), overrides={"run": {"checkpoints": 3}}, development_probes=(10, 20)
-    )
+    root = tmp_path_factory.mktemp("kept")
     study = make_pipeline(
-        settings, tmp_path / "kept", kind="study", progress=False, records=tmp_path / "records"
+        kept_settings(), root / "kept", kind="study", progress=False, records=root / "records"
     )
-    names = stage_names(study)
-    assert names.index("development depth2 seed0") + 2 == names.index("record depth2 seed0")
-    assert names.index("development-probe depth2 seed0") + 1 == names.index("record depth2 seed0")
     study.out.mkdir()
     state = read_state(study)
     write_state(study, state)
     reuse_shared_stages(study, state, source, check_reuse(study, source), lambda line: None)
     run_pipeline(study, log=lambda line: None)
-    record = json.loads((tmp_path / "records" / "depth2-seed0.json").read_text())
+    return root
+
+
+def kept_settings():
+    from modeling_hmmroformer.experiments.settings import get_settings
+
+    return get_settings(
+        "quick", depths=(2,), seeds=(0,), overrides={"run": {"checkpoints": 3}}, development_probes=(10, 20)
+    )
+
+
+def test_a_study_that_keeps_networks_places_them_and_records_their_places(kept_study, tmp_path):
+    from modeling_hmmroformer.experiments.pipeline import make_pipeline, stage_names
+    from modeling_hmmroformer.experiments.settings import get_settings
+
+    names = stage_names(make_pipeline(kept_settings(), tmp_path / "plan", kind="study", progress=False))
+    assert names.index("development depth2 seed0") + 2 == names.index("record depth2 seed0")
+    assert names.index("development-probe depth2 seed0") + 1 == names.index("record depth2 seed0")
+    study_out = kept_study / "kept"
+    record = json.loads((kept_study / "records" / "depth2-seed0.json").read_text())
     assert [n["step"] for n in record["development"]["networks"]] == checkpoint_schedule(20, 3, 10)
     assert record["development"]["source"] == "training/development"
     assert "development" in record["seconds"]
     assert development_from_dict(record["development"]).to_dict() == record["development"]
-    assert (study.out / "models" / "depth2-seed0" / "development" / "development.png").is_file()
+    assert (study_out / "models" / "depth2-seed0" / "development" / "development.png").is_file()
     statistics = record["development_statistics"]
     assert list(statistics) == ["10", "20"]
     assert statistics["20"]["task_rises"] == record["statistics"]["task_rises"]  # the last kept is the model
@@ -257,7 +273,7 @@ def test_a_study_that_keeps_networks_places_them_and_records_their_places(quick_
     from modeling_hmmroformer.experiments.commands import phase_diagram
 
     figures = tmp_path / "figures"  # a study's record holds its development record
-    assert phase_diagram.main([str(tmp_path / "records" / "depth2-seed0.json"), "--out", str(figures)]) == 0
+    assert phase_diagram.main([str(kept_study / "records" / "depth2-seed0.json"), "--out", str(figures)]) == 0
     without = make_pipeline(get_settings("quick"), tmp_path / "plain", kind="study", progress=False)
     assert not any(name.startswith("development") for name in stage_names(without))
 
@@ -275,3 +291,68 @@ def test_probed_steps_that_training_does_not_keep_are_refused_before_anything_is
     with pytest.raises(ValueError, match="none: set run.checkpoints"):
         make_pipeline(get_settings("quick", development_probes=(10,)), tmp_path / "study", kind="study")
     assert not (tmp_path / "study").exists()
+
+
+# ---- across cells: the report of a family of studies over training ------------------------------
+def test_the_report_across_k_describes_each_cell_over_training(kept_study, tmp_path, run_script):
+    """Two inference studies made of the kept study (two HMM draws of K = 32): the report places
+    every kept step of both models on each split, gives each claim at the steps both probed, draws
+    the phase diagram and the cell's development, and is the same when decided again from the
+    committed records; a diversity study beside them is refused."""
+    from modeling_hmmroformer.experiments.diversity import summarize_diversity
+    from tests.modeling_hmmroformer.experiments.test_diversity import as_diversity_study
+
+    summary = json.loads((kept_study / "kept" / "results.json").read_text())
+    studies = [
+        as_diversity_study(summary, f"inference-32-draw{draw}", 32, corpus_seed=draw, depths=(4,))
+        for draw in (0, 1)
+    ]
+    with pytest.raises(ValueError, match="one report gathers the studies of one family"):
+        summarize_diversity(
+            [studies[0], as_diversity_study(summary, "diversity-32", 32, depths=(4,))], ["a", "b"]
+        )
+    across = summarize_diversity(studies, ["a", "b"])
+    assert across["family"] == "inference" and "inference-512-draw0 at 4 layers" in across["missing"]
+    (cell,) = across["over_training"]
+    assert (cell["num_tasks"], cell["depth"], cell["num_models"]) == (32, 4, 2)
+    record = summary["models"][0]
+    for split, rows in cell["places"].items():
+        assert [r["step"] for r in rows] == checkpoint_schedule(20, 3, 10)
+        for row, network in zip(rows, record["development"]["networks"]):
+            place = development_from_dict(record["development"]).networks[rows.index(row)].splits[split]
+            assert row["kl_reference"]["mean"] == pytest.approx(place.distances[place.reference])
+            assert row["labels"] == {place.label: 2} and row["past"] == 2 * place.past_ladder
+            assert row["tokens"] == network["tokens"]
+    statistics = record["development_statistics"]
+    assert cell["claims"]
+    for key, rows in cell["claims"].items():
+        assert [r["step"] for r in rows] == [10, 20]
+        for row in rows:
+            own = statistics[str(row["step"])][key]["own"]
+            assert row["own"]["n"] == (0 if own is None else 2)
+            assert row["own"]["mean"] == (None if own is None else pytest.approx(own))
+    assert "rotary_knockout_slope" not in cell["claims"]  # never measured over training
+
+    folders = []
+    for study in studies:
+        folder = tmp_path / study["study"]["name"]
+        folder.mkdir()
+        (folder / "results.json").write_text(json.dumps(study))
+        folders.append(folder)
+    out = tmp_path / "inference"
+    done = run_script("scripts/diversity_report.py", *folders, "--out", out)
+    assert done.returncode == 0, done.stderr[-2000:]
+    written = json.loads((out / "results.json").read_text())
+    report = (out / "REPORT.md").read_text()
+    assert "## Over training" in report and "### K = 32, 4 layers, over training: 2 models" in report
+    for name in ("phase_diagram", "development_K32"):
+        assert (
+            out / written["figures"][name]
+        ).stat().st_size > 0 and f"]({written['figures'][name]})" in report
+    for study in studies:  # the committed layout: each study's records beside the report
+        models = out / study["study"]["name"] / "models"
+        models.mkdir(parents=True)
+        for model in study["models"]:
+            (models / f"depth{model['depth']}-seed{model['seed']}.json").write_text(json.dumps(model))
+    assert run_script("scripts/diversity_report.py", "--redecide", out).returncode == 0
+    assert json.loads((out / "results.json").read_text())["over_training"] == written["over_training"]

@@ -32,6 +32,8 @@ def as_diversity_study(
     study["models"] = [r for r in study["models"] if r["depth"] in renamed]
     for record in study["models"]:
         record["depth"] = renamed[record["depth"]]
+        if record.get("development"):
+            record["development"]["num_tasks"] = num_tasks
         for split in record_splits(record):
             split["trained"]["demo_gain"] += shift
             split["trained"]["position_gain"] += shift
