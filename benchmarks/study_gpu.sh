@@ -8,12 +8,13 @@
 # 1. Installs this package into the machine's own Python (benchmarks/gpu_install.sh).
 # 2. Runs the named studies side by side (scripts/study.py --study STUDY [--depths DEPTH] --jobs
 #    $JOBS, default 8, and the cores divided among them: models side by side on the one GPU, the 16 cores shared),
-#    each into runs/<STUDY>[-d<DEPTH>] with its records in results/diversity/<STUDY>/models, until
+#    each into runs/<STUDY>[-d<DEPTH>] with its records in results/<FAMILY>/<STUDY>/models (FAMILY:
+#    the study's name up to its first dash, diversity or inference), until
 #    SECONDS have passed: a model not finished by then is lost, every finished one has its record.
 # 3. Packs into the tarball PACK the records, and each study folder's state, Lemma 1 and yardsticks
 #    (what the report needs besides the records; the corpus is regenerated, byte for byte, at home).
 #    Unpacked in the repo's root, `scripts/study.py --study STUDY --out runs/<STUDY>... --records
-#    results/diversity/<STUDY>/models` goes on from there.
+#    results/<FAMILY>/<STUDY>/models` goes on from there.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 seconds=$1 pack=$2
@@ -27,15 +28,18 @@ for item in "$@"; do
     if [ "$item" != "$study" ]; then
         folder="$folder-d${item#*@}" depths=(--depths "${item#*@}")
     fi
-    folders+=("$folder") studies+=("$study")
+    folders+=("$folder") studies+=("$study") records="results/${study%%-*}/$study/models"
     echo "== $study ${depths[*]} into $folder: $jobs processes, $threads threads in all, $seconds s"
     OMP_NUM_THREADS=$threads timeout "$seconds" "$PYTHON" scripts/study.py --study "$study" "${depths[@]}" \
-        --jobs "$jobs" --quiet --out "$folder" --records "results/diversity/$study/models" &
+        --jobs "$jobs" --quiet --out "$folder" --records "$records" &
 done
 wait
 # timeout stops each study's main process; its spawned workers go too, before anything is packed
 pkill -f multiprocessing.spawn && sleep 2
-paths=(results/diversity)
+paths=()
+for study in "${studies[@]}"; do
+    [ -d "results/${study%%-*}/$study" ] && paths+=("results/${study%%-*}/$study")
+done
 for folder in "${folders[@]}"; do
     for name in study_state.json lemma1 yardsticks REPORT.md results.json; do
         [ -e "$folder/$name" ] && paths+=("$folder/$name")
@@ -50,7 +54,7 @@ for i in "${!folders[@]}"; do
     folder=${folders[$i]}
     for model in "$folder"/models/*/; do
         [ -d "$model" ] || continue
-        record="results/diversity/${studies[$i]}/models/$(basename "$model").json"
+        record="results/${studies[$i]%%-*}/${studies[$i]}/models/$(basename "$model").json"
         [ -e "$record" ] || models+=("${model%/}")
     done
 done
