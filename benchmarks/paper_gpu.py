@@ -40,7 +40,7 @@ import hmm_datasets  # noqa: E402
 from modeling_hmmroformer.experiments import layout  # noqa: E402
 from modeling_hmmroformer.experiments.evaluation import load_evaluation_data  # noqa: E402
 from modeling_hmmroformer.experiments.pipeline import make_pipeline, run_pipeline  # noqa: E402
-from modeling_hmmroformer.experiments.settings import PRESETS, REPRODUCTIONS  # noqa: E402
+from modeling_hmmroformer.experiments.settings import PIPELINES, REPRODUCTIONS  # noqa: E402
 
 TARGETS = {"train_s": 300, "mfu": 0.40, "bayes_test_split_s": 30}  # issue 16, on one H100-class GPU
 PUBLISHED = (
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     out = Path(args.out or ROOT / "runs" / f"reproduce-{args.preset}")
-    run_pipeline(make_pipeline(PRESETS[args.preset], out, kind="reproduce", progress=not args.quiet))
+    run_pipeline(make_pipeline(PIPELINES[args.preset], out, kind="reproduce", progress=not args.quiet))
     pipeline_peak = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None
     bayes = time_bayes_on_test_split(out / "corpus")
     matmul = matmul_tflops(device, args.matmul_size or (8192 if device == "cuda" else 512))

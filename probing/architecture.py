@@ -27,7 +27,9 @@ from dataclasses import dataclass
 
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
-HMM_ROFORMER = "hmm_roformer"
+HMM_ROFORMER = (
+    "hmm_roformer"  # HMMRoFormerConfig.model_type (a test checks): the model this package was written for
+)
 LAYER_LISTS = ("layers", "h")  # where a base model keeps its decoder layers
 ATTENTIONS = ("self_attn", "attn", "self_attention", "attention")  # where a decoder layer keeps its attention
 FINAL_NORMS = ("norm", "ln_f", "final_layernorm", "final_layer_norm")

@@ -19,7 +19,7 @@ import pytest
 
 import hmm_datasets
 from modeling_hmmroformer.experiments import commands
-from modeling_hmmroformer.experiments.settings import PRESETS, REPRODUCTIONS
+from modeling_hmmroformer.experiments.settings import PIPELINES, REPRODUCTIONS
 
 tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
@@ -100,7 +100,7 @@ def test_help_lists_the_fields_and_the_named_pipelines(capsys):
     expected = {
         "train": ["--training.max_steps", "--model.hidden_size", "--corpus.num_tasks", "--run.loss_mask"],
         "reproduce": REPRODUCTIONS,
-        "study": sorted(PRESETS),
+        "study": sorted(PIPELINES),
         "generate": sorted(hmm_datasets.PRESETS),
         "figure1": ["--model"],
         "push_to_hub": ["--dry-run"],

@@ -3,7 +3,7 @@ one stage pipeline behind `scripts/reproduce.py` and `scripts/study.py`, summari
 publishing. None of it travels with a checkpoint: `modeling_hmmroformer`'s root holds the
 model alone.
 
-    settings    run configs, the override syntax, the table of named pipelines (PRESETS)
+    settings    run configs, the override syntax, the table of named pipelines (PIPELINES)
     fields      every field of a run config, its checks, the reference --help prints
     layout      the name of every file and folder of a run, and the one atomic writer
     training    Trainer, data collator, checkpoints

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 from collections import Counter
 
+from probing.architecture import HMM_ROFORMER
+
 from .aggregate import counted_statistics, ladder_places, record_splits
 from .claims import CLAIMS, claim_words, decide_report, model_statistics
 from .development import Development, development_from_dict
 from .ladder_gate import LEARNERS
-from .settings import HMM_ROFORMER, PRESETS
+from .settings import PIPELINES
 from .verdicts import across_seeds
 
 DIVERSITY_TITLE = "# Retrieval or inference?"  # the report's first line starts so
@@ -40,7 +42,7 @@ def family_of(study: str) -> str | None:
 
 def planned_cells(family: str = "diversity") -> list[tuple[str, int]]:
     """(study, depth) of every cell the named studies of a family plan, in the report's order."""
-    studies = [s for name, s in PRESETS.items() if family_of(name) == family]
+    studies = [s for name, s in PIPELINES.items() if family_of(name) == family]
     return [(s.name, depth) for s in studies for depth in s.depths]
 
 

@@ -24,10 +24,9 @@ from hmm_datasets.export import dataset_card_for_folder
 from hmm_datasets.names import CONFIG_FILENAME, DATA_DIR, PARAMS_FILENAME
 from model_cards import DATASET_CARD_MARKER, MODEL_CARD_MARKER
 from model_cards.render import render_model_card
-from probing.architecture import check_causal_lm
+from probing.architecture import HMM_ROFORMER, check_causal_lm
 
 from . import layout
-from .settings import HMM_ROFORMER
 from .summary import summarize_model_folder
 
 HUB = "https://huggingface.co"

@@ -79,7 +79,7 @@ from .memory import corpus_lemma1, corpus_model_memory
 from .plots import write_development, write_figure1, write_lemma1, write_model_memory
 from .settings import (
     CONFIGS_DIR,
-    PRESETS,
+    PIPELINES,
     RunConfig,
     Settings,
     differing_settings,
@@ -192,7 +192,7 @@ class Pipeline:
         the named pipeline's own."""
         if self.keeps_grid:
             return set()
-        own = PRESETS.get(self.settings.name)
+        own = PIPELINES.get(self.settings.name)
         grids = [self.settings] + (
             []
             if own is None

@@ -1,5 +1,5 @@
 """Settings as typed objects: the run config of one training run, the override syntax of every
-script, and the one table of named pipelines (`PRESETS`) behind reproduce and the study.
+script, and the one table of named pipelines (`PIPELINES`) behind reproduce and the study.
 
 A run config is one YAML file with five sections, any value overridable on the command line:
 
@@ -40,6 +40,7 @@ from hmm_datasets import HMMMixtureConfig
 from hmm_datasets.corpus import check_model_fits_corpus
 from hmm_datasets.export import local_folder
 from hmm_datasets.windows import check_memories
+from probing.architecture import HMM_ROFORMER
 from probing.config import ProbeConfig
 
 from ..configuration_hmm_roformer import HMMRoFormerConfig
@@ -55,7 +56,7 @@ from .fields import (
 )
 from .layout import RUN_CONFIG_YAML
 
-HMM_ROFORMER = HMMRoFormerConfig.model_type  # the model a run trains unless model.model_type names another
+# HMM_ROFORMER (probing.architecture): the model a run trains unless model.model_type names another
 
 
 def _configs_dir() -> Path:
@@ -531,7 +532,7 @@ def differing_settings(there: dict[str, object], here: dict[str, object]) -> str
 # Every named pipeline: `scripts/reproduce.py --preset NAME` runs the one-model ones,
 # `scripts/study.py --study NAME` any of them. The run config names the corpus preset, the
 # model's sizes and the training; the entry adds the grid and the analyses' sizes.
-PRESETS = {
+PIPELINES = {
     settings.name: settings
     for settings in (
         Settings(
@@ -648,11 +649,11 @@ PRESETS = {
         ),
     )
 }
-REPRODUCTIONS = sorted(name for name, settings in PRESETS.items() if not settings.is_grid)
+REPRODUCTIONS = sorted(name for name, settings in PIPELINES.items() if not settings.is_grid)
 
 
 def get_settings(name: str, **changes) -> Settings:
-    """A named pipeline (`PRESETS`) with fields changed (`Settings.replace`)."""
-    if name not in PRESETS:
-        raise ValueError(f"{name!r} is not a named pipeline; choose one of {sorted(PRESETS)}.")
-    return PRESETS[name].replace(**changes)
+    """A named pipeline (`PIPELINES`) with fields changed (`Settings.replace`)."""
+    if name not in PIPELINES:
+        raise ValueError(f"{name!r} is not a named pipeline; choose one of {sorted(PIPELINES)}.")
+    return PIPELINES[name].replace(**changes)

@@ -38,11 +38,12 @@ from hmm_datasets import HMMMixtureConfig, HMMParams, SampleLayout
 from hmm_datasets.corpus import Corpus, open_corpus
 from hmm_datasets.files import build_folder, write_atomically, write_json, write_text
 from hmm_datasets.scoring import flatten_scores, in_context_scores
+from probing.architecture import HMM_ROFORMER
 
 from ..modeling_hmm_roformer import HMMRoFormerForCausalLM
 from . import layout
 from .evaluation import model_next_token_log_probs
-from .settings import HMM_ROFORMER, RunConfig
+from .settings import RunConfig
 
 logger = logging.get_logger(__name__)
 

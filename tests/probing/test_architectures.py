@@ -174,3 +174,10 @@ def test_the_twin_is_the_initialisation_of_its_seed():
 def test_a_model_without_a_causal_lm_head_is_refused_in_one_line():
     with pytest.raises(ValueError, match=r"this checkpoint is a 't5' model, which has no causal-LM head"):
         check_causal_lm(AutoConfig.for_model("t5"))
+
+
+def test_the_model_probing_was_written_for_is_hmmroformers_own_type():
+    from modeling_hmmroformer import HMMRoFormerConfig
+    from probing.architecture import HMM_ROFORMER
+
+    assert HMMRoFormerConfig.model_type == HMM_ROFORMER

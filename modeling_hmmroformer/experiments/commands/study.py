@@ -28,7 +28,7 @@ from pathlib import Path
 from model_cards.render import claim_line
 
 from ..pipeline import make_pipeline, run_pipeline
-from ..settings import PRESETS, get_settings, parse_overrides
+from ..settings import PIPELINES, get_settings, parse_overrides
 from . import Parser, print_outcome, refuse
 
 
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--study",
         default="default",
-        help=f"a named pipeline: {', '.join(PRESETS)} (default: %(default)s)",
+        help=f"a named pipeline: {', '.join(PIPELINES)} (default: %(default)s)",
     )
     parser.add_argument("--out", help="study folder (default: runs/study-<study>)")
     parser.add_argument("--depths", type=int, nargs="+", help="numbers of layers (default: the study's)")

@@ -23,7 +23,7 @@ from modeling_hmmroformer.experiments.pipeline import (
     run_pipeline,
     stage_names,
 )
-from modeling_hmmroformer.experiments.settings import PRESETS, REPRODUCTIONS, get_settings
+from modeling_hmmroformer.experiments.settings import PIPELINES, REPRODUCTIONS, get_settings
 from probing import capture_hidden_states, load_hmm_roformer, sample_positions
 from tests.hmm_datasets.test_export import damage
 
@@ -108,7 +108,7 @@ def test_the_report_shows_every_figure_and_every_number_next_to_bayes(reproduced
     assert slopes == ["n/a (fewer than 3 layers)"] * 2
     lemma1 = json.loads((out / "memory" / "lemma1.json").read_text())
     memory = json.loads((out / "memory" / "memory.json").read_text())
-    assert lemma1["memories"] == memory["memories"] == list(PRESETS["tiny"].memories)
+    assert lemma1["memories"] == memory["memories"] == list(PIPELINES["tiny"].memories)
     bayes_row = next(line for line in report.splitlines() if line.startswith("| Bayes, memory L vs full |"))
     assert bayes_row.split("|")[2:-1] == [f" {v:.2e} " for v in lemma1["mixture"]["tv"]]
     assert f"has L = {memory_equivalent_text(memory['memory_equivalent'])}\n" in report
@@ -299,7 +299,7 @@ def test_presets_are_validated(tmp_path):
     with pytest.raises(ValueError, match="not a named pipeline"):
         get_settings("huge")
     with pytest.raises(ValueError, match="run it with scripts/study.py --study quick"):
-        make_pipeline(PRESETS["quick"], tmp_path / "q", kind="reproduce")
+        make_pipeline(PIPELINES["quick"], tmp_path / "q", kind="reproduce")
     assert not (tmp_path / "q").exists()
 
 

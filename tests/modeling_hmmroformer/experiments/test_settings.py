@@ -11,7 +11,7 @@ import pytest
 import hmm_datasets
 from modeling_hmmroformer.experiments.fields import fields_page, section_fields
 from modeling_hmmroformer.experiments.settings import (
-    PRESETS,
+    PIPELINES,
     REPRODUCTIONS,
     Settings,
     fingerprint,
@@ -141,7 +141,7 @@ def test_the_inference_cells_nest_distinct_seeds_in_three_draws_and_probe_kept_s
     from modeling_hmmroformer.experiments.training import kept_steps
 
     for k in (32, 512, 8192):
-        cells = [PRESETS[f"inference-{k}-draw{d}"] for d in (0, 1, 2)]
+        cells = [PIPELINES[f"inference-{k}-draw{d}"] for d in (0, 1, 2)]
         assert [c.overrides["corpus"] for c in cells] == [
             {"preset": f"diversity-{k}", "seed": d} for d in (0, 1, 2)
         ]
@@ -158,14 +158,14 @@ def test_the_named_pipelines_are_one_table_of_one_type():
     diversity = {"diversity-32", "diversity-512", "diversity-8192", "diversity-512-draw1"}
     inference = {f"inference-{k}-draw{d}" for k in (32, 512, 8192) for d in (0, 1, 2)}
     named = {"tiny", "small", "paper", "default", "quick", "architecture-llama", *diversity, *inference}
-    assert set(PRESETS) == named
-    assert all(isinstance(settings, Settings) for settings in PRESETS.values())
+    assert set(PIPELINES) == named
+    assert all(isinstance(settings, Settings) for settings in PIPELINES.values())
     assert REPRODUCTIONS == ["paper", "small", "tiny"]  # one model each: the run config's own
-    for name, settings in PRESETS.items():  # each names a run config that validates
+    for name, settings in PIPELINES.items():  # each names a run config that validates
         run = load_run_config(ROOT / "configs" / settings.run_config, settings.overrides)
         assert run.corpus_config().name.removesuffix("-custom") in hmm_datasets.PRESETS, name
     quick = get_settings("quick", seeds=(0, 1, 2), overrides={"training": {"learning_rate": 1e-3}})
-    assert quick.seeds == (0, 1, 2) and quick.depths == PRESETS["quick"].depths
+    assert quick.seeds == (0, 1, 2) and quick.depths == PIPELINES["quick"].depths
     assert quick.overrides["training"] == {
         "max_steps": 20,
         "eval_steps": 10,
@@ -175,7 +175,7 @@ def test_the_named_pipelines_are_one_table_of_one_type():
 
 
 def test_the_fingerprint_follows_what_shapes_results_not_where_the_folders_lie():
-    settings = PRESETS["tiny"]
+    settings = PIPELINES["tiny"]
     run = load_run_config(ROOT / "configs" / "tiny.yaml")
     moved = run.with_overrides(
         {"data": {"source": "/else"}, "training": {"output_dir": "/x", "disable_tqdm": True}}

@@ -29,7 +29,7 @@ from modeling_hmmroformer.experiments.pipeline import (
     stage_names,
     write_state,
 )
-from modeling_hmmroformer.experiments.settings import PRESETS, Settings, fingerprint, get_settings
+from modeling_hmmroformer.experiments.settings import PIPELINES, Settings, fingerprint, get_settings
 from modeling_hmmroformer.experiments.training import prepare
 from probing.capture import untrained_twin
 
@@ -43,7 +43,7 @@ def quick_study(out, records=None, **changes):
 def test_the_quick_study_reports_every_claim_at_every_depth(quick_studied):
     out, stdout = quick_studied
     results = json.loads((out / "results.json").read_text())
-    config = PRESETS["quick"]
+    config = PIPELINES["quick"]
     assert [d["depth"] for d in results["depths"]] == list(config.depths)
     assert len(results["models"]) == len(config.depths) * len(config.seeds)
     report = (out / "REPORT.md").read_text()
@@ -130,7 +130,7 @@ def test_a_study_goes_on_from_its_records_without_the_models(quick_studied, tmp_
         "record depth3 seed1",
     ]
     # records of other settings are refused before anything is written
-    eval_rows = PRESETS["quick"].eval_rows
+    eval_rows = PIPELINES["quick"].eval_rows
     with pytest.raises(
         ValueError, match=rf"other settings \(settings\.eval_rows is {eval_rows} there, 16 here\)"
     ):
@@ -145,7 +145,7 @@ def test_a_rerun_skips_every_stage_and_other_settings_are_refused(quick_studied,
     run_pipeline(quick_study(out), log=logged.append)
     assert all("complete, skipped" in line for line in logged)
     assert (out / "REPORT.md").read_text() == before
-    eval_rows = PRESETS["quick"].eval_rows
+    eval_rows = PIPELINES["quick"].eval_rows
     with pytest.raises(ValueError, match=rf"settings\.eval_rows is {eval_rows} there, 8 here"):
         run_pipeline(quick_study(out, eval_rows=8))
     assert (out / "REPORT.md").read_text() == before
@@ -159,7 +159,7 @@ def test_a_rerun_skips_every_stage_and_other_settings_are_refused(quick_studied,
     logged = []
     run_pipeline(quick_study(copy), log=logged.append)  # back to the whole grid: its report again
     assert only_the_report_ran(logged)
-    assert json.loads((copy / "results.json").read_text())["study"]["seeds"] == list(PRESETS["quick"].seeds)
+    assert json.loads((copy / "results.json").read_text())["study"]["seeds"] == list(PIPELINES["quick"].seeds)
 
 
 def only_the_report_ran(logged: list[str]) -> bool:
@@ -279,7 +279,7 @@ def test_a_study_is_a_grid_of_models_each_in_its_folder(tmp_path):
 def test_a_grid_can_train_fewer_seeds_at_some_depths(tmp_path):
     study = quick_study(tmp_path / "s", seeds=(0, 1, 2), seeds_per_depth={2: 1})
     assert [(m.depth, m.seed) for m in study.models] == [(2, 0), (3, 0), (3, 1), (3, 2)]
-    default = PRESETS["default"]
+    default = PIPELINES["default"]
     assert {depth: len(default.seeds_of(depth)) for depth in default.depths} == {2: 3, 4: 6, 8: 3, 16: 6}
 
 
