@@ -79,7 +79,6 @@ from .memory import corpus_lemma1, corpus_model_memory
 from .plots import write_development, write_figure1, write_lemma1, write_model_memory
 from .settings import (
     CONFIGS_DIR,
-    PIPELINES,
     RunConfig,
     Settings,
     differing_settings,
@@ -186,21 +185,6 @@ class Pipeline:
         return {"depths": list(self.settings.depths), "seeds": list(self.settings.seeds)} | {
             "seeds_per_depth": {str(d): n for d, n in self.settings.seeds_per_depth.items()}
         }
-
-    def older_fingerprints(self) -> set[str]:
-        """The fingerprints a study folder had before they left the grid out: of this grid and of
-        the named pipeline's own."""
-        if self.keeps_grid:
-            return set()
-        own = PIPELINES.get(self.settings.name)
-        grids = [self.settings] + (
-            []
-            if own is None
-            else [
-                self.settings.replace(depths=own.depths, seeds=own.seeds, seeds_per_depth=own.seeds_per_depth)
-            ]
-        )
-        return {fingerprint(settings, self.run) for settings in grids}
 
 
 def make_pipeline(
@@ -356,7 +340,7 @@ def read_state(pipeline: Pipeline) -> dict:
             )
         return fresh
     state = json.loads(path.read_text())
-    if state.get("fingerprint") not in {fresh["fingerprint"], *pipeline.older_fingerprints()}:
+    if state.get("fingerprint") != fresh["fingerprint"]:
         which = (
             differing_settings(state["settings"], fresh["settings"])
             if "settings" in state
