@@ -25,7 +25,9 @@ a model whose record is there: a study interrupted at any point goes on from the
 records without redoing a finished model, and its report reads records only.
 
 A study run with `jobs` > 1 (`--jobs`) trains and analyses its models side by side in that many
-worker processes, after the shared stages and before the report (`run_models_side_by_side`).
+worker processes, before the report (`run_models_side_by_side`): their training starts as soon as
+the corpus is there, beside the shared analyses (Lemma 1, the yardsticks) that this process
+computes meanwhile (`train_side_by_side`), and their analyses follow the shared ones.
 
 The folder's state file names the settings' fingerprint and every complete stage with its
 wall time. A rerun skips the complete stages and redoes the others (and the corpus stage when its
@@ -379,8 +381,9 @@ def run_pipeline(
 ) -> dict:
     """Run every stage the state does not mark complete, in order; returns the final state. With
     `jobs` > 1 (a study), the models' stages run in that many worker processes side by side, each
-    model whole in one worker, after the shared stages (corpus, Lemma 1, yardsticks) and before the
-    report; each worker gets an equal share of this process's threads. With `reuse` (a study
+    model in one worker: their training beside the shared analyses (Lemma 1, yardsticks) once the
+    corpus is there, their analyses after those, all before the report; each worker gets an equal
+    share of this process's threads. With `reuse` (a study
     folder of the same corpus settings), the shared stages it completed are copied from there
     (`reuse_shared_stages`)."""
     check_jobs(pipeline, jobs)
@@ -406,13 +409,20 @@ def run_pipeline(
     if reuse is not None:
         reuse_shared_stages(pipeline, state, reuse, lender, log)
     side_by_side = model_stage_names(pipeline) if jobs > 1 else set()
-    with shared_predictions(pipeline.out / PREDICTIONS if jobs > 1 else None):
+    with (
+        shared_predictions(pipeline.out / PREDICTIONS if jobs > 1 else None),
+        contextlib.ExitStack() as early,
+    ):
         for index, (stage, runner) in enumerate(plan.items(), start=1):
             if stage in side_by_side:
                 if stage == next(name for name in plan if name in side_by_side):  # the first: all of them
+                    early.close()  # the training started beside the shared stages ends first
+                    state["stages"] = read_state(pipeline)["stages"]
                     run_models_side_by_side(pipeline, state, jobs, log)
                 continue
             run_stage(pipeline, state, stage, runner, f"[{index}/{len(plan)}] {stage}", log)
+            if stage == "corpus" and side_by_side:
+                early.enter_context(train_side_by_side(pipeline, state, jobs, log))
     return state
 
 
@@ -563,16 +573,44 @@ def run_models_side_by_side(p: Pipeline, state: dict, jobs: int, log: Callable[[
     state["stages"] = read_state(p)["stages"]
 
 
-def run_model_stages(p: Pipeline, m: ModelRun, threads: int, jobs: int) -> None:
-    """A worker of `run_models_side_by_side` (one of `jobs`): model `m`'s stages, in order, with
-    `threads` threads."""
+@contextlib.contextmanager
+def train_side_by_side(p: Pipeline, state: dict, jobs: int, log: Callable[[str], None]):
+    """The training of every model not trained yet, in `jobs` worker processes, while the body of
+    the `with` runs (this process computes the shared stages meanwhile: a stage that only needs
+    the corpus need not wait for them); on leaving, waits for it. A worker's error stops the
+    models not started and is raised once the running ones end (here, or on leaving)."""
+    models = [m for m in p.models if not p.has_record(m) and m.stage("train") not in state["stages"]]
+    if not models:
+        yield
+        return
+    threads = max(1, torch.get_num_threads() // jobs)
+    log(
+        f"training {len(models)} models in {jobs} processes beside the shared stages, {threads} thread(s) each ..."
+    )
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
+        futures = [pool.submit(run_model_stages, p, m, threads, jobs, ("train",)) for m in models]
+        try:
+            yield
+            for future in concurrent.futures.as_completed(futures):
+                future.result()
+        except BaseException:
+            pool.shutdown(cancel_futures=True)
+            raise
+
+
+def run_model_stages(
+    p: Pipeline, m: ModelRun, threads: int, jobs: int, names: tuple[str, ...] | None = None
+) -> None:
+    """A worker of `run_models_side_by_side` (one of `jobs`): model `m`'s stages (`names`, by
+    default all of them and its record), in order, with `threads` threads."""
     torch.set_num_threads(threads)
     os.environ[SIDE_BY_SIDE_ENV] = str(jobs)  # the cores are shared on purpose: no idle-core warning
     if not p.progress:
         transformers.utils.logging.disable_progress_bar()
     state = read_state(p)
     plan = stage_plan(p, state)
-    for name in (*model_stages(p, m), "record"):
+    for name in names or (*model_stages(p, m), "record"):
         stage = m.stage(name)
         run_stage(p, state, stage, plan[stage], stage, print)
 

@@ -368,6 +368,10 @@ def test_models_side_by_side_give_the_records_of_one_at_a_time(tmp_path, quick_s
     finally:
         torch.set_num_threads(threads)
     assert "2 models in 2 processes side by side, 1 thread(s) each ..." in logged
+    # their training started once the corpus was there, before Lemma 1 and the yardsticks ran here
+    training = logged.index("training 2 models in 2 processes beside the shared stages, 1 thread(s) each ...")
+    shared = [i for i, line in enumerate(logged) if line.endswith(("] lemma1 ...", "] yardsticks ..."))]
+    assert len(shared) == 2 and training < min(shared)
     record = "models/depth2-seed0/record.json"
     one, two = (json.loads((folder / record).read_text()) for folder in (quick_studied[0], tmp_path / "two"))
     assert without_times(one) == without_times(two)
