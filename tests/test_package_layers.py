@@ -194,3 +194,16 @@ def test_a_reproduction_imports_no_study_only_module():
     assert {"modeling_hmmroformer.experiments.aggregate", "model_cards.study_reports"} <= loaded_at_import(
         "modeling_hmmroformer.experiments.study_stages"
     )
+
+
+def test_the_experiment_packages_map_names_every_module_of_its_folder_once():
+    import re
+
+    import modeling_hmmroformer.experiments as experiments
+
+    folder = Path(experiments.__file__).parent
+    on_disk = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"} | {
+        p.parent.name for p in folder.glob("*/__init__.py")
+    }
+    mapped = re.findall(r"^    (\w+)  ", experiments.__doc__, flags=re.MULTILINE)
+    assert sorted(mapped) == sorted(on_disk) and len(mapped) == len(set(mapped))
