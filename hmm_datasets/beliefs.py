@@ -9,9 +9,9 @@ At position i of a row, after tokens 0..i:
   with every task's filter.
 
 `belief_states` returns them at chosen positions; `cached_belief_states` computes them once for
-every network read on the same rows (a model's kept networks, a study's models). For a mixture of many tasks the task and
-joint beliefs keep `tasks` (e.g. the probed ones) and one last entry with the mass of all the
-others, so that every belief is still a distribution.
+every network read on the same rows (a model's kept networks, a study's models). For a mixture
+of many tasks the task and joint beliefs keep `tasks` (e.g. the probed ones) and one last entry
+with the mass of all the others, so that every belief is still a distribution.
 
 Shapes: B rows, L positions, P chosen positions per row, K tasks, S states.
 """

@@ -5,8 +5,8 @@ costliest part of each analysis.
 
     probs = cached("bayes", params, input_ids, lambda: bayes.next_token_probs(input_ids))
 
-A key is a hash of the mixture's parameters and the rows (and tasks or positions where they matter);
-the oldest entries are dropped past `MAX_BYTES` held. Processes that work side by side (a
+A key is a hash of the mixture's parameters and the rows (and tasks or positions where they
+matter); the oldest entries are dropped past `MAX_BYTES` held. Processes that work side by side (a
 study's `--jobs`) share their predictions through a folder named by the environment variable
 `HMM_DATASETS_CACHE`, when it is set: a prediction missing in memory is read from there, and
 one computed is written there (whole or not at all), by the first process to ask for it while the

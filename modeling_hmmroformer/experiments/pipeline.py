@@ -383,9 +383,8 @@ def run_pipeline(
     `jobs` > 1 (a study), the models' stages run in that many worker processes side by side, each
     model in one worker: their training beside the shared analyses (Lemma 1, yardsticks) once the
     corpus is there, their analyses after those, all before the report; each worker gets an equal
-    share of this process's threads. With `reuse` (a study
-    folder of the same corpus settings), the shared stages it completed are copied from there
-    (`reuse_shared_stages`)."""
+    share of this process's threads. With `reuse` (a study folder of the same corpus settings),
+    the shared stages it completed are copied from there (`reuse_shared_stages`)."""
     check_jobs(pipeline, jobs)
     state = read_state(pipeline)
     if pipeline.records is not None:

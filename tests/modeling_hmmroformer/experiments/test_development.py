@@ -316,13 +316,14 @@ def test_the_report_across_k_describes_each_cell_over_training(kept_study, tmp_p
     (cell,) = across["over_training"]
     assert (cell["num_tasks"], cell["depth"], cell["num_models"]) == (32, 4, 2)
     record = summary["models"][0]
+    development = development_from_dict(record["development"])
     for split, rows in cell["places"].items():
         assert [r["step"] for r in rows] == checkpoint_schedule(20, 3, 10)
-        for row, network in zip(rows, record["development"]["networks"]):
-            place = development_from_dict(record["development"]).networks[rows.index(row)].splits[split]
+        for row, network in zip(rows, development.networks, strict=True):
+            place = network.splits[split]
             assert row["kl_reference"]["mean"] == pytest.approx(place.distances[place.reference])
             assert row["labels"] == {place.label: 2} and row["past"] == 2 * place.past_ladder
-            assert row["tokens"] == network["tokens"]
+            assert row["tokens"] == network.tokens
     statistics = record["development_statistics"]
     assert cell["claims"]
     for key, rows in cell["claims"].items():
