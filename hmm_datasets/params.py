@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 from safetensors import SafetensorError
 from safetensors.numpy import load_file, save_file
 
@@ -183,8 +182,11 @@ class HMMParams:
 def compose_transitions(left: np.ndarray, right: np.ndarray) -> np.ndarray:
     """Dense float32 transitions `[K, S, S]` from rank-d factors `[K, S, d] @ [K, d, S]`.
 
-    torch's batched matmul: 13x faster than numpy's on these many small matrices.
+    torch's batched matmul: 13x faster than numpy's on these many small matrices (imported here:
+    `import hmm_datasets` needs no torch).
     """
+    import torch
+
     dense = torch.bmm(torch.as_tensor(left, dtype=torch.float32), torch.as_tensor(right, dtype=torch.float32))
     return (dense / dense.sum(-1, keepdim=True)).numpy()
 

@@ -1,3 +1,6 @@
+import subprocess
+import sys
+
 import datasets
 import numpy as np
 import pytest
@@ -119,3 +122,19 @@ def test_dataset_remembers_its_config_and_parameters():
     assert config.num_tasks == 5
     params = hmm_datasets.load_hmm_params(ds)
     assert params.num_tasks == 5
+
+
+def test_the_corpus_is_generated_without_importing_torch(tmp_path):
+    """`import hmm_datasets` and generating a corpus through `load_dataset` need no torch (what
+    needs it, the exact predictors, is imported on first use): a command that only parses its
+    arguments, or a user who only wants the data, does not pay torch's import."""
+    script = (
+        "import sys\nimport hmm_datasets\nfrom datasets import load_dataset\n"
+        "rows = load_dataset('hmm_mixture', 'tiny', split='validation')\n"
+        "assert len(rows) > 0 and 'torch' not in sys.modules, sorted(m for m in sys.modules if 'torch' in m)[:3]\n"
+        "assert hmm_datasets.BayesOptimalPredictor.__name__ == 'BayesOptimalPredictor' and 'torch' in sys.modules\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
