@@ -21,16 +21,19 @@ import numpy as np
 import torch
 from torch import nn
 
+from .config import ProbeConfig
+
 
 @dataclass(frozen=True)
 class ProbeSettings:
-    """How a probe is fitted: L2 penalty on the weights, L-BFGS iterations, device, and when its
-    batched fit counts as converged: its loss changes by less than `tolerance` relative to it
-    on a step that decreased it enough, while its gradient has fallen below `grad_tolerance`
-    times its first one (or the gradient alone has fallen below `tolerance` times that)."""
+    """How a probe is fitted: L2 penalty on the weights, L-BFGS iterations (both a probing run's
+    own, `ProbeConfig`'s, by default), device, and when its batched fit counts as converged: its
+    loss changes by less than `tolerance` relative to it on a step that decreased it enough, while
+    its gradient has fallen below `grad_tolerance` times its first one (or the gradient alone has
+    fallen below `tolerance` times that)."""
 
-    l2: float = 1e-3
-    max_iter: int = 100
+    l2: float = ProbeConfig.l2
+    max_iter: int = ProbeConfig.max_iter
     device: str = "cpu"
     tolerance: float = 1e-6
     grad_tolerance: float = 1e-3
