@@ -167,7 +167,9 @@ def only_the_report_ran(logged: list[str]) -> bool:
     return len(ran) == 1 and "] report: done in" in ran[0]
 
 
-def test_a_study_folder_from_before_grids_were_kept_still_resumes(quick_studied, tmp_path):
+def test_a_study_folder_from_before_grids_were_kept_is_refused_and_left_as_it_was(quick_studied, tmp_path):
+    """Its state names the grid's fingerprint (no committed file needs that format any more): it
+    is refused in one line naming both fingerprints, and nothing in it changes."""
     out, _ = quick_studied
     copy = tmp_path / "copy"
     shutil.copytree(out, copy)
@@ -178,13 +180,13 @@ def test_a_study_folder_from_before_grids_were_kept_still_resumes(quick_studied,
         "fingerprint": fingerprint(study.settings, study.run),
         "stages": state["stages"],
     }
-    (copy / "study_state.json").write_text(json.dumps(old))  # as written before: the grid's fingerprint
-    logged = []
-    run_pipeline(study, log=logged.append)
-    assert only_the_report_ran(logged)  # the grid was not kept: its report is written again
-    with pytest.raises(ValueError, match="other settings"):
-        (copy / "study_state.json").write_text(json.dumps({**old, "fingerprint": "0123456789abcdef"}))
+    (copy / "study_state.json").write_text(json.dumps(old))
+    before = sorted((path, path.stat().st_mtime_ns) for path in copy.rglob("*"))
+    with pytest.raises(
+        ValueError, match=f"fingerprint {old['fingerprint']} there, {study.fingerprint()} here"
+    ):
         run_pipeline(study)
+    assert sorted((path, path.stat().st_mtime_ns) for path in copy.rglob("*")) == before
 
 
 def test_another_architecture_reuses_the_corpus_stages_of_a_study_of_the_same_corpus(quick_studied, tmp_path):
