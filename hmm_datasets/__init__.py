@@ -30,7 +30,9 @@ _ON_FIRST_USE = {
     **dict.fromkeys(("BayesOptimalPredictor", "BayesPrediction"), "bayes"),
     **dict.fromkeys(("accuracy_table", "format_accuracy_table"), "ceiling"),
     **dict.fromkeys(("Corpus", "check_model_fits_corpus", "checkpoint_corpus", "open_corpus"), "corpus"),
-    **dict.fromkeys(("export_corpus", "load_corpus_config", "load_hmm_params", "load_unseen_params"), "export"),
+    **dict.fromkeys(
+        ("export_corpus", "load_corpus_config", "load_hmm_params", "load_unseen_params"), "export"
+    ),
 }
 
 
@@ -40,6 +42,7 @@ def __getattr__(name: str):
     value = getattr(importlib.import_module(f".{_ON_FIRST_USE[name]}", __name__), name)
     globals()[name] = value
     return value
+
 
 __version__ = "0.1.0"
 

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -108,33 +109,52 @@ def null_vectors(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return solved[..., 0], info == 0
 
 
+@dataclass(frozen=True)
+class SumZeroMaps:
+    """What every token set's candidate direction of HMMs `emissions [K, S, V]` is found from,
+    computed once for all the sets (`sum_zero_maps`): `basis` Q [S, S-1] of the sum-zero vectors,
+    `on_sum_zero` B = O Q [K, V, S-1], and from B's SVD, `outside` [K, V, V-S+1], a basis of the
+    complement of B's range, and `inverse` (Q B^+)^T [K, V, S]."""
+
+    basis: torch.Tensor
+    on_sum_zero: torch.Tensor
+    outside: torch.Tensor
+    inverse: torch.Tensor
+
+
+def sum_zero_maps(emissions: torch.Tensor) -> SumZeroMaps:
+    """`SumZeroMaps` of `emissions [K, S, V]` (float64)."""
+    num_states = emissions.shape[1]
+    basis = torch.as_tensor(sum_zero_basis(num_states))  # Q [S, S-1]
+    on_sum_zero = emissions.transpose(1, 2) @ basis  # B [K, V, S-1]
+    left, sigma, right = torch.linalg.svd(on_sum_zero)  # B = left diag(sigma) right
+    inverse = (left[:, :, : num_states - 1] / sigma[:, None]) @ right @ basis.T  # (Q B^+)^T [K, V, S]
+    return SumZeroMaps(basis, on_sum_zero, left[:, :, num_states - 1 :], inverse)
+
+
 def candidate_directions(
-    emissions: torch.Tensor, tokens: torch.Tensor, in_token_space: bool
+    maps: SumZeroMaps, tokens: torch.Tensor, in_token_space: bool
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """`(x [K, N, S], O x [K, N, V])`: per HMM of `emissions [K, S, V]` and token set Z of
-    `tokens [N, S-2]`, the direction x with sum(x) = 0 and (O x)_v = 0 for v in Z, and what it
-    emits (NaN where Z gives no line).
+    """`(x [K, N, S], O x [K, N, V])`: per HMM of `maps` (`sum_zero_maps` of its emissions) and
+    token set Z of `tokens [N, S-2]`, the direction x with sum(x) = 0 and (O x)_v = 0 for v in Z,
+    and what it emits (NaN where Z gives no line).
 
     `in_token_space` False: x = Q y for Q a basis of the sum-zero vectors and y orthogonal to the
     rows Z of B = O Q. True: u = O x is zero on Z and orthogonal to a basis of the complement of
     B's range, which leaves V - S + 2 unknowns on the other tokens; then x = Q B^+ u."""
-    count, num_states, vocab = emissions.shape
-    basis = torch.as_tensor(sum_zero_basis(num_states))  # Q [S, S-1]
-    on_sum_zero = emissions.transpose(1, 2) @ basis  # B [K, V, S-1]
+    count, vocab, _ = maps.on_sum_zero.shape
+    num_states = maps.basis.shape[0]
     if in_token_space:
         keep = torch.ones(len(tokens), vocab, dtype=torch.bool)
         keep[torch.arange(len(tokens))[:, None], tokens] = False
         others = keep.nonzero()[:, 1].reshape(len(tokens), vocab - num_states + 2)  # [N, V-S+2]
-        left, sigma, right = torch.linalg.svd(on_sum_zero)  # B = left diag(sigma) right
-        outside = left[:, :, num_states - 1 :]  # [K, V, V-S+1]: orthogonal to B's range
-        u, independent = null_vectors(outside[:, others].transpose(-1, -2))  # [K, N, V-S+2]
+        u, independent = null_vectors(maps.outside[:, others].transpose(-1, -2))  # [K, N, V-S+2]
         emitted = torch.zeros(count, len(tokens), vocab, dtype=torch.float64)
         emitted.scatter_(2, others.expand(count, -1, -1), u)
-        inverse = (left[:, :, : num_states - 1] / sigma[:, None]) @ right @ basis.T  # (Q B^+)^T [K, V, S]
-        x = emitted @ inverse
+        x = emitted @ maps.inverse
     else:
-        y, independent = null_vectors(on_sum_zero[:, tokens])  # [K, N, S-1]
-        x, emitted = y @ basis.T, y @ on_sum_zero.transpose(1, 2)
+        y, independent = null_vectors(maps.on_sum_zero[:, tokens])  # [K, N, S-1]
+        x, emitted = y @ maps.basis.T, y @ maps.on_sum_zero.transpose(1, 2)
     return x.masked_fill(~independent[..., None], torch.nan), emitted
 
 
@@ -169,8 +189,9 @@ def observability_exact(emissions) -> np.ndarray:
         size = min(num_states - 1, vocab - num_states + 2) + 1
         per_chunk = max(1, _CHUNK_FLOATS // (len(table) * size * max(size, num_states)))
         smallest = torch.full((len(table),), torch.inf, dtype=torch.float64)
+        maps = sum_zero_maps(table)  # once: every chunk of token sets reads the same maps
         for start in range(0, subsets, per_chunk):
-            x, emitted = candidate_directions(table, tokens[start : start + per_chunk], in_token_space)
+            x, emitted = candidate_directions(maps, tokens[start : start + per_chunk], in_token_space)
             smallest = torch.minimum(smallest, ratio(emitted, x).nan_to_num(torch.inf).amin(1))
         best[injective] = smallest.numpy()
     return np.clip(best, 0.0, 1.0)
