@@ -32,7 +32,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -43,7 +42,6 @@ from hmm_datasets.scoring import next_token_scores
 
 from .architecture import check_positions_in_attention, decoder_layers, final_norm, rotary_embedding
 from .capture import model_device
-from .figures import pyplot, save_figure
 from .probes import bootstrap_accuracies, interval
 
 METRICS = ("nll", "kl")  # per-token scores of `hmm_datasets.scoring.next_token_scores`
@@ -278,30 +276,3 @@ def knockout_sums(
         model.train(was_training)
         bar.close()
     return torch.cat(runs).numpy()
-
-
-def plot_rotary_knockout(result: dict, path: str | Path, untrained: dict | None = None) -> Path:
-    """Delta NLL (left) and delta KL(Bayes || model) (right) per layer against relative depth
-    l / L, with their bootstrap intervals; beside them, dashed, an untrained twin's `untrained`
-    result (`rotary_knockout` of the same architecture freshly initialised) when given."""
-    fig, axes = pyplot().subplots(1, 2, figsize=(11, 4.2))
-    runs = [("trained", result, "C0", "-")]
-    if untrained is not None:
-        runs.append(("untrained twin", untrained, "0.5", "--"))
-    for ax, metric, title in (
-        (axes[0], "nll", "NLL of the next token"),
-        (axes[1], "kl", "KL(Bayes || model)"),
-    ):
-        for label, run, color, line in runs:
-            delta, depth = run[f"delta_{metric}"], run["relative_depth"]
-            intact = run["intact"][metric]["value"]
-            ax.plot(
-                depth, delta["value"], line, color=color, marker="o", label=f"{label} (intact {intact:.3f})"
-            )
-            ax.fill_between(depth, delta["ci_low"], delta["ci_high"], color=color, alpha=0.2)
-        ax.axhline(0.0, color="k", lw=0.6)
-        ax.set_xlabel("relative depth l / L of the layer without rotary")
-        ax.set_ylabel("change, nats/token")
-        ax.set_title(f"rotary off in one layer: change of {title}")
-        ax.legend(fontsize=8)
-    return save_figure(fig, path)

@@ -1,4 +1,4 @@
-"""PNG figures of a probing run: Figures 2, 3(a), 3(b) and 7 of the paper."""
+"""PNG figures of a probing run: Figures 2, 3(a), 3(b) and 7 of the paper, and the rotary knock-out."""
 
 from __future__ import annotations
 
@@ -189,3 +189,30 @@ def write_probe_results(result, out: str | Path) -> dict[str, Path]:
         path = out / FIGURE7_PATTERN.format(row=row)
         paths[f"figure7_row{row}"] = plot_figure7(result.attention[:, index], result.layout, row, path)
     return paths
+
+
+def plot_rotary_knockout(result: dict, path: str | Path, untrained: dict | None = None) -> Path:
+    """Delta NLL (left) and delta KL(Bayes || model) (right) per layer against relative depth
+    l / L, with their bootstrap intervals; beside them, dashed, an untrained twin's `untrained`
+    result (`rotary_knockout` of the same architecture freshly initialised) when given."""
+    fig, axes = pyplot().subplots(1, 2, figsize=(11, 4.2))
+    runs = [("trained", result, "C0", "-")]
+    if untrained is not None:
+        runs.append(("untrained twin", untrained, "0.5", "--"))
+    for ax, metric, title in (
+        (axes[0], "nll", "NLL of the next token"),
+        (axes[1], "kl", "KL(Bayes || model)"),
+    ):
+        for label, run, color, line in runs:
+            delta, depth = run[f"delta_{metric}"], run["relative_depth"]
+            intact = run["intact"][metric]["value"]
+            ax.plot(
+                depth, delta["value"], line, color=color, marker="o", label=f"{label} (intact {intact:.3f})"
+            )
+            ax.fill_between(depth, delta["ci_low"], delta["ci_high"], color=color, alpha=0.2)
+        ax.axhline(0.0, color="k", lw=0.6)
+        ax.set_xlabel("relative depth l / L of the layer without rotary")
+        ax.set_ylabel("change, nats/token")
+        ax.set_title(f"rotary off in one layer: change of {title}")
+        ax.legend(fontsize=8)
+    return save_figure(fig, path)

@@ -70,8 +70,8 @@ from hmm_datasets.predictors import reference_predictors
 from model_cards.render import render_report, write_model_card
 from probing.architecture import check_causal_lm, positions_outside_attention
 from probing.capture import load_causal_lm, untrained_twin
-from probing.knockout import plot_rotary_knockout, rotary_knockout, scored_test_positions
-from probing.plots import write_probe_results
+from probing.knockout import rotary_knockout, scored_test_positions
+from probing.plots import plot_rotary_knockout, write_probe_results
 from probing.run import run_probing
 
 from . import layout

@@ -11,11 +11,11 @@ import modeling_hmmroformer.modeling_hmm_roformer as modeling
 from hmm_datasets import BayesOptimalPredictor, SamplingTables, generate_rows, get_preset, sample_hmm_params
 from probing.knockout import (
     knocked_out_logits,
-    plot_rotary_knockout,
     rotary_knocked_out,
     rotary_knockout,
     scored_test_positions,
 )
+from probing.plots import plot_rotary_knockout
 
 
 @pytest.fixture(scope="module")
