@@ -22,7 +22,7 @@ import torch
 
 import hmm_datasets
 from hmm_datasets import SampleLayout
-from hmm_datasets.bayes import oracle_state_estimates
+from hmm_datasets.bayes import default_device, oracle_state_estimates
 from hmm_datasets.beliefs import belief_tasks, cached_belief_states
 from hmm_datasets.cache import cached
 from hmm_datasets.corpus import Corpus, check_model_fits_corpus
@@ -608,9 +608,9 @@ def ceiling_records(corpus: Corpus, probe: ProbeRows, config: ProbeConfig, draws
 def bayes_task_guesses(params, input_ids: np.ndarray, tasks: np.ndarray) -> np.ndarray:
     """`[B, L]`: the task of `tasks` the Bayes-optimal posterior ranks first at every position,
     computed once for every network read on these rows (`hmm_datasets.cache`)."""
-    bayes = hmm_datasets.BayesOptimalPredictor(params)
 
     def compute() -> torch.Tensor:
+        bayes = hmm_datasets.BayesOptimalPredictor(params)
         guesses = []
         for chunk in np.array_split(np.arange(input_ids.shape[0]), max(1, input_ids.shape[0] // 16)):
             posterior = bayes.task_posterior(input_ids[chunk])[
@@ -619,5 +619,5 @@ def bayes_task_guesses(params, input_ids: np.ndarray, tasks: np.ndarray) -> np.n
             guesses.append(torch.as_tensor(tasks)[posterior.argmax(-1).cpu()])
         return torch.cat(guesses)
 
-    name = f"bayes-task-guess-{bayes.device}"
+    name = f"bayes-task-guess-{default_device()}"
     return cached(name, params, input_ids, compute, (np.asarray(tasks),)).numpy().copy()
