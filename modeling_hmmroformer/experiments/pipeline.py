@@ -558,37 +558,41 @@ def run_models_side_by_side(p: Pipeline, state: dict, jobs: int, log: Callable[[
     each), in the plan's order; `state` gains their stages. A worker's error stops the models not
     started and is raised here once the running ones end."""
     models = [m for m in p.models if not p.has_record(m)]
-    threads = max(1, torch.get_num_threads() // jobs)
-    log(f"{len(models)} models in {jobs} processes side by side, {threads} thread(s) each ...")
-    context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
-        futures = [pool.submit(run_model_stages, p, m, threads, jobs) for m in models]
-        try:
-            for future in concurrent.futures.as_completed(futures):
-                future.result()
-        except BaseException:
-            pool.shutdown(cancel_futures=True)
-            raise
+    with workers(p, models, jobs, None, log, "side by side"):
+        pass
     state["stages"] = read_state(p)["stages"]
 
 
-@contextlib.contextmanager
 def train_side_by_side(p: Pipeline, state: dict, jobs: int, log: Callable[[str], None]):
     """The training of every model not trained yet, in `jobs` worker processes, while the body of
     the `with` runs (this process computes the shared stages meanwhile: a stage that only needs
-    the corpus need not wait for them); on leaving, waits for it. A worker's error stops the
-    models not started and is raised once the running ones end (here, or on leaving)."""
+    the corpus need not wait for them); on leaving, waits for it (`workers`)."""
     models = [m for m in p.models if not p.has_record(m) and m.stage("train") not in state["stages"]]
+    return workers(p, models, jobs, ("train",), log, "beside the shared stages", "training ")
+
+
+@contextlib.contextmanager
+def workers(
+    p: Pipeline,
+    models: list[ModelRun],
+    jobs: int,
+    names: tuple[str, ...] | None,
+    log: Callable[[str], None],
+    where: str,
+    what: str = "",
+):
+    """`models`' stages (`names`, or all of them) in `jobs` spawned worker processes, each with
+    an equal share of this process's threads, while the body of the `with` runs; on leaving,
+    waits for them. A worker's error stops the models not started and is raised once the running
+    ones end."""
     if not models:
         yield
         return
     threads = max(1, torch.get_num_threads() // jobs)
-    log(
-        f"training {len(models)} models in {jobs} processes beside the shared stages, {threads} thread(s) each ..."
-    )
+    log(f"{what}{len(models)} models in {jobs} processes {where}, {threads} thread(s) each ...")
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
-        futures = [pool.submit(run_model_stages, p, m, threads, jobs, ("train",)) for m in models]
+        futures = [pool.submit(run_model_stages, p, m, threads, jobs, names) for m in models]
         try:
             yield
             for future in concurrent.futures.as_completed(futures):
