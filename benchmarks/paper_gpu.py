@@ -38,8 +38,11 @@ from common import machine  # noqa: E402
 
 import hmm_datasets  # noqa: E402
 from modeling_hmmroformer.experiments import layout  # noqa: E402
+from modeling_hmmroformer.experiments.engine import RunState  # noqa: E402
 from modeling_hmmroformer.experiments.evaluation import load_evaluation_data  # noqa: E402
-from modeling_hmmroformer.experiments.pipeline import make_pipeline, run_pipeline  # noqa: E402
+from modeling_hmmroformer.experiments.pipeline import run_pipeline  # noqa: E402
+from modeling_hmmroformer.experiments.plan import make_pipeline  # noqa: E402
+from modeling_hmmroformer.experiments.reproduction_plan import REPRODUCTION  # noqa: E402
 from modeling_hmmroformer.experiments.settings import PIPELINES, REPRODUCTIONS  # noqa: E402
 
 TARGETS = {"train_s": 300, "mfu": 0.40, "bayes_test_split_s": 30}  # issue 16, on one H100-class GPU
@@ -106,7 +109,7 @@ def time_bayes_on_test_split(corpus_folder: Path) -> dict:
 
 def summarize(out: Path, matmul: float, bayes: dict, pipeline_peak_gib: float | None) -> dict:
     """The measured numbers of a finished reproduction folder."""
-    state = json.loads((out / layout.state_file("reproduce")).read_text())
+    state = RunState.from_dict(json.loads((out / REPRODUCTION.state_file).read_text()))
     results = json.loads((out / "results.json").read_text())
     trained = json.loads((out / "model" / "train_results.json").read_text())
     model_config = json.loads((out / "model" / "config.json").read_text())
@@ -117,7 +120,7 @@ def summarize(out: Path, matmul: float, bayes: dict, pipeline_peak_gib: float | 
     mfu = flops * tokens_per_s / (matmul * 1e12)
     pace = steady_pace(trained, flops, matmul)
     measured = {
-        "stage_seconds": {stage: record["seconds"] for stage, record in state["stages"].items()},
+        "stage_seconds": state.seconds(),
         "train_runtime_s": trained["train_runtime"],
         "train_tokens": trained["train_tokens"],
         "train_tokens_per_s": tokens_per_s,
@@ -214,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     out = Path(args.out or ROOT / "runs" / f"reproduce-{args.preset}")
-    run_pipeline(make_pipeline(PIPELINES[args.preset], out, kind="reproduce", progress=not args.quiet))
+    run_pipeline(make_pipeline(PIPELINES[args.preset], out, plan=REPRODUCTION, progress=not args.quiet))
     pipeline_peak = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None
     bayes = time_bayes_on_test_split(out / "corpus")
     matmul = matmul_tflops(device, args.matmul_size or (8192 if device == "cuda" else 512))

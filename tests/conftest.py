@@ -36,6 +36,8 @@ assert "datasets" not in sys.modules, "datasets was imported before tests/confte
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from tests.processes import StartedRun  # noqa: E402
+
 torch.set_num_threads(1)
 
 
@@ -196,29 +198,35 @@ def reproduced_tiny(tmp_path_factory, wheel_environment):
 
 
 @pytest.fixture(scope="session")
-def quick_studied(tmp_path_factory):
-    """`scripts/study.py --study quick`, end to end, once per session, its records in the study
-    folder's sibling `records/`: (folder, its stdout)."""
+def quick_study_started(tmp_path_factory) -> tuple[Path, StartedRun]:
+    """`scripts/study.py --study quick`, started once per session (its records in the study
+    folder's sibling `records/`): (folder, the run). The doc test starts it before building the
+    wheel, so that the two overlap."""
     out = tmp_path_factory.mktemp("study") / "quick"
-    command = [sys.executable, str(ROOT / "scripts" / "study.py"), "--study", "quick", "--out", str(out)]
-    command += ["--records", str(out.parent / "records")]
-    done = subprocess.run(
-        [*command, "--quiet"], capture_output=True, text=True, cwd=ROOT, timeout=600, check=False
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return out, done.stdout
+    command = [sys.executable, ROOT / "scripts" / "study.py", "--study", "quick", "--out", out]
+    command += ["--records", out.parent / "records", "--quiet"]
+    return out, StartedRun(command, out.parent / "study", cwd=ROOT)
+
+
+@pytest.fixture(scope="session")
+def quick_studied(quick_study_started):
+    """The quick study of `quick_study_started`, end to end: (folder, its stdout)."""
+    out, run = quick_study_started
+    return out, run.finished().stdout
 
 
 @pytest.fixture(scope="session")
 def gpt2_studied(tmp_path_factory) -> Path:
     """The quick study's models at 2 layers, one seed, as GPT-2 (learned positions: no shuffle
     test, no knock-out), in this process, once per session: its study folder."""
-    from modeling_hmmroformer.experiments.pipeline import make_pipeline, run_pipeline
+    from modeling_hmmroformer.experiments.pipeline import run_pipeline
+    from modeling_hmmroformer.experiments.plan import make_pipeline
     from modeling_hmmroformer.experiments.settings import get_settings
+    from modeling_hmmroformer.experiments.study_plan import STUDY
 
     settings = get_settings("quick", depths=(2,), seeds=(0,), overrides={"model": {"model_type": "gpt2"}})
     out = tmp_path_factory.mktemp("study") / "gpt2"
-    run_pipeline(make_pipeline(settings, out, kind="study", progress=False), log=lambda line: None)
+    run_pipeline(make_pipeline(settings, out, plan=STUDY, progress=False), log=lambda line: None)
     return out
 
 
@@ -287,7 +295,7 @@ def selected_pages(session) -> list[Path]:
 
 
 @pytest.fixture(scope="session")
-def page_runs(request, tmp_path_factory, reproduced_tiny, quick_studied):
+def page_runs(request, tmp_path_factory, quick_study_started, reproduced_tiny, quick_studied):
     """The selected pages of the doc test (tests/test_docs.py), one after another in a thread
     beside the rest of the suite, each in its own scratch folder (`page_workdir`): a page is
     mostly interpreters starting up, which use one core of two. The pages with the most

@@ -127,7 +127,7 @@ STUDY_ONLY = {  # a study's records, reports and figures, and the reports across
         f"modeling_hmmroformer.experiments.{name}"
         for name in (
             "aggregate",
-            "study_stages",
+            "study_plan",
             "study_plots",
             "diversity",
             "architectures",
@@ -185,14 +185,14 @@ def loaded_at_import(module: str) -> set[str]:
 
 
 def test_a_reproduction_imports_no_study_only_module():
-    """`hmm-reproduce` reads one model's stages: a study's records, report and figures stay out of
-    its imports (`pipeline.stage_plan` imports `study_stages` for a study only)."""
+    """`hmm-reproduce` runs the reproduction's plan: a study's plan, records, report and figures
+    stay out of its imports (`hmm-study` passes the study's plan to the same runner)."""
     reproduction = loaded_at_import("modeling_hmmroformer.experiments.commands.reproduce")
     assert {"modeling_hmmroformer.experiments.pipeline", "probing.run", "model_cards.render"} <= reproduction
     assert reproduction & STUDY_ONLY == set()
     # the reader sees a study module's imports where they are made at import
     assert {"modeling_hmmroformer.experiments.aggregate", "model_cards.study_reports"} <= loaded_at_import(
-        "modeling_hmmroformer.experiments.study_stages"
+        "modeling_hmmroformer.experiments.study_plan"
     )
 
 
@@ -207,3 +207,43 @@ def test_the_experiment_packages_map_names_every_module_of_its_folder_once():
     }
     mapped = re.findall(r"^    (\w+)  ", experiments.__doc__, flags=re.MULTILINE)
     assert sorted(mapped) == sorted(on_disk) and len(mapped) == len(set(mapped))
+
+
+def test_no_two_of_our_modules_import_each_other():
+    """The modules' import graph, imports in function bodies included, has no cycle: a module
+    that needs another's names is below it, never beside it behind a lazy import."""
+    graph = {}
+    for package in FLOORS:
+        for path in package_modules(package):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            graph[name.removesuffix(".__init__")] = {
+                module for _, module in imported_modules(path) if module_file(module) is not None
+            }
+    cycles = []
+
+    def visit(name: str, trail: list[str]) -> None:
+        if name in trail:
+            cycles.append(" -> ".join([*trail[trail.index(name) :], name]))
+            return
+        if name in done:
+            return
+        for imported in sorted(graph.get(name, ())):
+            if not name.startswith(imported + "."):  # a package's own modules import their package
+                visit(imported, [*trail, name])
+        done.add(name)
+
+    done: set[str] = set()
+    for name in sorted(graph):
+        visit(name, [])
+    assert not cycles, "import cycles:\n" + "\n".join(sorted(set(cycles)))
+
+
+def test_the_stage_engine_knows_no_domain():
+    """`experiments.engine` (state file, stages, lock) imports neither torch nor transformers and,
+    of ours, only the atomic file writer."""
+    imports = {
+        module for _, module in imported_modules(ROOT / "modeling_hmmroformer" / "experiments" / "engine.py")
+    }
+    ours = {module for module in imports if module.split(".")[0] in FLOORS}
+    assert ours == {"hmm_datasets.files"}
+    assert not {module.split(".")[0] for module in imports} & {"torch", "transformers", "numpy"}

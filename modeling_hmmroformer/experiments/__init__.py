@@ -10,8 +10,12 @@ names and settings
     settings        run configs, the override syntax, the table of named pipelines (PIPELINES)
 running
     training        Trainer, data collator, checkpoints, the networks kept over training
-    pipeline        the stages of reproduce and the study, and the engine that runs them
-    study_stages    a study's own stages: each model's record, the report from records
+    engine          the stage engine: a folder's state file, stages run once, under a lock
+    plan            a pipeline before it runs: its folder, its models, its kind (a Plan)
+    stages          the stages both plans share: corpus, Lemma 1, yardsticks, each model's
+    reproduction_plan  the reproduction: one model, its checkpoint and model card, its report
+    study_plan      the study: a grid of models, each one's record, the report from records
+    pipeline        runs a plan's stages in order, its models side by side (--jobs)
     commands        the hmm-* commands, one main() each
 analyses of one model
     evaluation      Figure 1 against the Bayes-optimal predictor

@@ -22,9 +22,10 @@ from hmm_datasets.corpus import open_corpus
 from . import layout
 from .claims import counted, decide_report, layer_one, model_statistics, profiles
 from .development import step_of
+from .engine import differing_settings
 from .ladder_gate import model_places, past_ladder, places_across_seeds
 from .memory import recorded_memory_equivalent
-from .settings import RunConfig, Settings, differing_settings
+from .settings import RunConfig, Settings
 from .verdicts import across_seeds
 from .yardsticks import LEARNERS, YARDSTICKS_JSON, nearest_learner
 

@@ -22,8 +22,8 @@ from . import layout
 from .architectures import ARCHITECTURES_TITLE, redecide_architectures, summarize_architectures
 from .development import development_from_dict
 from .diversity import DIVERSITY_TITLE, redecide_diversity, summarize_diversity
-from .pipeline import machine_description
 from .report_plots import ARCHITECTURES_FIGURE, is_diversity_figure, plot_architectures, plot_diversity
+from .stages import machine_description
 
 
 def read_study_summaries(studies: list[Path]) -> list[dict]:

@@ -518,17 +518,6 @@ def flat_settings(settings: Settings, run: RunConfig, grid: bool = False) -> dic
     return flat
 
 
-def differing_settings(there: dict[str, object], here: dict[str, object]) -> str:
-    """ "run.corpus.seed is 1 there, 0 here; ..." for every setting on which two `flat_settings`
-    differ (the first three, and how many more)."""
-    names = sorted(name for name in there.keys() | here.keys() if there.get(name) != here.get(name))
-    texts = [
-        f"{name} is {there.get(name, 'unset')!r} there, {here.get(name, 'unset')!r} here" for name in names
-    ]
-    more = f"; and {len(texts) - 3} more" if len(texts) > 3 else ""
-    return "; ".join(texts[:3]) + more
-
-
 # Every named pipeline: `scripts/reproduce.py --preset NAME` runs the one-model ones,
 # `scripts/study.py --study NAME` any of them. The run config names the corpus preset, the
 # model's sizes and the training; the entry adds the grid and the analyses' sizes.

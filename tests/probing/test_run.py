@@ -4,7 +4,6 @@ decoded exactly where they were planted; bad settings refused."""
 import itertools
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from probing.records import RECORDS_VERSION, RecordSet
 from probing.run import ProbeConfig, run_probing
 from probing.summary import summarize_probe_results
 from tests.probing.test_architectures import causal_lm
+from tests.processes import StartedRun
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = {
@@ -177,19 +177,31 @@ def test_planted_previous_tokens_are_decoded_exactly_at_their_layers(tiny_model,
     assert records.find("previous_token_2", "accuracy", 1).value < 0.9
 
 
-@pytest.mark.parametrize("code_path", ["COMPATIBLE", "AVX2", None])
-def test_the_planted_probes_are_exact_under_every_blas_code_path(code_path):
+BLAS_CODE_PATHS = ("COMPATIBLE", "AVX2", None)
+
+
+@pytest.fixture(scope="module")
+def planted_runs(tmp_path_factory) -> dict:
+    """The planted test in a fresh process per `MKL_CBWR` value, all started at once (they
+    overlap on the cores): code path -> its run."""
+    test = f"{__file__}::test_planted_previous_tokens_are_decoded_exactly_at_their_layers[hmm_roformer-0.0]"
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test]
+    logs, runs = tmp_path_factory.mktemp("blas"), {}
+    for code_path in BLAS_CODE_PATHS:
+        env = {key: value for key, value in os.environ.items() if key != "MKL_CBWR"}
+        if code_path is not None:
+            env["MKL_CBWR"] = code_path
+        runs[code_path] = StartedRun(command, logs / str(code_path), env=env, cwd=ROOT)
+    return runs
+
+
+@pytest.mark.parametrize("code_path", BLAS_CODE_PATHS)
+def test_the_planted_probes_are_exact_under_every_blas_code_path(planted_runs, code_path):
     """The planted test in a fresh process under MKL's conditional numerical reproducibility
     setting (`MKL_CBWR`: each value makes an x86 CPU round as another CPU's code path would;
     unset, the machine's own): an exact answer that only one CPU's rounding gives is a bug of
     the optimiser. (No effect where torch runs without MKL.)"""
-    env = {key: value for key, value in os.environ.items() if key != "MKL_CBWR"}
-    if code_path is not None:
-        env["MKL_CBWR"] = code_path
-    test = f"{__file__}::test_planted_previous_tokens_are_decoded_exactly_at_their_layers[hmm_roformer-0.0]"
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test]
-    done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    done = planted_runs[code_path].finished()
     assert "1 passed" in done.stdout
 
 

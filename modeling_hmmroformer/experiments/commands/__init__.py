@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from .. import layout
+from ..engine import RunState
 
 
 def error_line(error: BaseException | str) -> str:
@@ -42,13 +43,13 @@ def write_report(write: Callable[[], object], source: str) -> int:
     return 0
 
 
-def print_outcome(out: Path, state: dict, lines: Callable[[dict], list[str]]) -> int:
+def print_outcome(out: Path, state: RunState, lines: Callable[[dict], list[str]]) -> int:
     """After a pipeline ran into `out` (`state`: its stage records): the `lines` made of its
     results.json, then where its report went and how long its stages took. Exit status 0."""
     print()
     for line in lines(json.loads((out / layout.RESULTS_JSON).read_text())):
         print(f"  {line}")
-    total = sum(record["seconds"] for record in state["stages"].values())
+    total = sum(state.seconds().values())
     print(f"\n{out / layout.REPORT_MD} written; stages took {total:.0f} s in all.")
     return 0
 

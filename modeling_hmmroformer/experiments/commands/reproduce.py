@@ -21,7 +21,9 @@ from pathlib import Path
 
 from model_cards.render import claim_line
 
-from ..pipeline import REPRODUCE_STAGES, make_pipeline, run_pipeline
+from ..pipeline import run_pipeline
+from ..plan import make_pipeline
+from ..reproduction_plan import REPRODUCE_STAGES, REPRODUCTION
 from ..settings import REPRODUCTIONS, get_settings, parse_overrides
 from . import Parser, at_least, print_outcome, refuse
 
@@ -50,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = get_settings(args.preset, overrides=parse_overrides(overrides))
         pipeline = make_pipeline(
-            settings, out, kind="reproduce", num_processes=args.num_processes, progress=not args.quiet
+            settings, out, plan=REPRODUCTION, num_processes=args.num_processes, progress=not args.quiet
         )
         state = run_pipeline(pipeline, redo=args.redo)
     except (ValueError, RuntimeError, OSError) as error:

@@ -27,8 +27,10 @@ from pathlib import Path
 
 from model_cards.render import claim_line
 
-from ..pipeline import make_pipeline, run_pipeline
+from ..pipeline import run_pipeline
+from ..plan import make_pipeline
 from ..settings import PIPELINES, get_settings, parse_overrides
+from ..study_plan import STUDY
 from . import Parser, print_outcome, refuse
 
 
@@ -79,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
             memories=args.memories,
             overrides=parse_overrides(overrides),
         )
-        pipeline = make_pipeline(settings, out, kind="study", progress=not args.quiet, records=args.records)
+        pipeline = make_pipeline(settings, out, plan=STUDY, progress=not args.quiet, records=args.records)
         reuse = Path(args.reuse) if args.reuse else None
         state = run_pipeline(pipeline, redo=args.redo, jobs=args.jobs, reuse=reuse)
     except (ValueError, RuntimeError, OSError) as error:

@@ -221,23 +221,24 @@ def kept_study(quick_studied, tmp_path_factory) -> Path:
     """The quick study at 2 layers, one seed, keeping 3 networks and probing 2 of them, its
     shared stages lent by the quick study: a folder with the study in kept/ and its records in
     records/."""
+    from modeling_hmmroformer.experiments.engine import write_state
     from modeling_hmmroformer.experiments.pipeline import (
         check_reuse,
-        make_pipeline,
-        read_state,
+        read_pipeline_state,
         reuse_shared_stages,
         run_pipeline,
-        write_state,
     )
+    from modeling_hmmroformer.experiments.plan import make_pipeline
+    from modeling_hmmroformer.experiments.study_plan import STUDY
 
     source, _ = quick_studied
     root = tmp_path_factory.mktemp("kept")
     study = make_pipeline(
-        kept_settings(), root / "kept", kind="study", progress=False, records=root / "records"
+        kept_settings(), root / "kept", plan=STUDY, progress=False, records=root / "records"
     )
     study.out.mkdir()
-    state = read_state(study)
-    write_state(study, state)
+    state = read_pipeline_state(study)
+    write_state(study.state_path, state)
     reuse_shared_stages(study, state, source, check_reuse(study, source), lambda line: None)
     run_pipeline(study, log=lambda line: None)
     return root
@@ -252,10 +253,11 @@ def kept_settings():
 
 
 def test_a_study_that_keeps_networks_places_them_and_records_their_places(kept_study, tmp_path):
-    from modeling_hmmroformer.experiments.pipeline import make_pipeline, stage_names
+    from modeling_hmmroformer.experiments.plan import make_pipeline
     from modeling_hmmroformer.experiments.settings import get_settings
+    from modeling_hmmroformer.experiments.study_plan import STUDY
 
-    names = stage_names(make_pipeline(kept_settings(), tmp_path / "plan", kind="study", progress=False))
+    names = make_pipeline(kept_settings(), tmp_path / "plan", plan=STUDY, progress=False).stage_names()
     assert names.index("development depth2 seed0") + 2 == names.index("record depth2 seed0")
     assert names.index("development-probe depth2 seed0") + 1 == names.index("record depth2 seed0")
     study_out = kept_study / "kept"
@@ -274,22 +276,23 @@ def test_a_study_that_keeps_networks_places_them_and_records_their_places(kept_s
 
     figures = tmp_path / "figures"  # a study's record holds its development record
     assert phase_diagram.main([str(kept_study / "records" / "depth2-seed0.json"), "--out", str(figures)]) == 0
-    without = make_pipeline(get_settings("quick"), tmp_path / "plain", kind="study", progress=False)
-    assert not any(name.startswith("development") for name in stage_names(without))
+    without = make_pipeline(get_settings("quick"), tmp_path / "plain", plan=STUDY, progress=False)
+    assert not any(name.startswith("development") for name in without.stage_names())
 
 
 def test_probed_steps_that_training_does_not_keep_are_refused_before_anything_is_written(tmp_path):
-    from modeling_hmmroformer.experiments.pipeline import make_pipeline
+    from modeling_hmmroformer.experiments.plan import make_pipeline
     from modeling_hmmroformer.experiments.settings import get_settings
+    from modeling_hmmroformer.experiments.study_plan import STUDY
 
     settings = get_settings("quick", overrides={"run": {"checkpoints": 3}}, development_probes=(11,))
     with pytest.raises(
         ValueError,
         match=r"development_probes \[11\] are not among the steps training keeps \(\[0, 10, 20\]\)",
     ):
-        make_pipeline(settings, tmp_path / "study", kind="study")
+        make_pipeline(settings, tmp_path / "study", plan=STUDY)
     with pytest.raises(ValueError, match="none: set run.checkpoints"):
-        make_pipeline(get_settings("quick", development_probes=(10,)), tmp_path / "study", kind="study")
+        make_pipeline(get_settings("quick", development_probes=(10,)), tmp_path / "study", plan=STUDY)
     assert not (tmp_path / "study").exists()
 
 

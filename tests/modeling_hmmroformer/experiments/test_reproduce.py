@@ -14,15 +14,11 @@ from huggingface_hub import ModelCard
 
 import hmm_datasets
 from model_cards.render import memory_equivalent_text
-from modeling_hmmroformer.experiments import pipeline as pipeline_module
+from modeling_hmmroformer.experiments import stages as stages_module
 from modeling_hmmroformer.experiments.claims import CLAIMS
-from modeling_hmmroformer.experiments.pipeline import (
-    REPRODUCE_STAGES,
-    make_pipeline,
-    read_state,
-    run_pipeline,
-    stage_names,
-)
+from modeling_hmmroformer.experiments.pipeline import read_pipeline_state, run_pipeline
+from modeling_hmmroformer.experiments.plan import make_pipeline
+from modeling_hmmroformer.experiments.reproduction_plan import REPRODUCE_STAGES, REPRODUCTION
 from modeling_hmmroformer.experiments.settings import PIPELINES, REPRODUCTIONS, get_settings
 from probing import capture_hidden_states, load_hmm_roformer, sample_positions
 from tests.hmm_datasets.test_export import damage
@@ -45,12 +41,12 @@ STAGES = ["corpus", "train", "evaluate", "probe", "memory", "knockout", "model",
 
 def tiny_reproduction(out, **overrides):
     settings = get_settings("tiny", overrides=overrides)
-    return make_pipeline(settings, out, kind="reproduce", progress=False)
+    return make_pipeline(settings, out, plan=REPRODUCTION, progress=False)
 
 
 def test_a_reproduction_is_the_pipeline_of_one_model_in_its_own_folder(tmp_path):
     pipeline = tiny_reproduction(tmp_path / "r")
-    assert stage_names(pipeline) == STAGES
+    assert pipeline.stage_names() == STAGES
     [model] = pipeline.models
     assert model.folder == tmp_path / "r" and (model.depth, model.seed) == (2, 0)  # configs/tiny.yaml's own
     assert model.run.output_dir == tmp_path / "r" / "training"
@@ -62,7 +58,7 @@ NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "
 
 def test_the_page_and_redo_list_the_pipelines_stages_in_order(tmp_path):
     """docs/reproduce.md's stage table and count, and the stages `--redo` accepts, are the pipeline's."""
-    stages = stage_names(tiny_reproduction(tmp_path / "r"))
+    stages = tiny_reproduction(tmp_path / "r").stage_names()
     page = (ROOT / "docs" / "reproduce.md").read_text()
     table = page.split("| stage | what | writes |\n| --- | --- | --- |\n", 1)[1].split("\n\n", 1)[0]
     assert [row.split("|")[1].strip().strip("`") for row in table.splitlines()] == stages
@@ -205,14 +201,14 @@ def test_training_runs_in_this_process_and_resumes_to_the_same_weights(
     def no_subprocess(*args, **kwargs):
         raise AssertionError(f"a one-process run launched a subprocess: {args}")
 
-    # the pipeline's own name only: the doc test's pages start processes from other threads meanwhile
-    monkeypatch.setattr(pipeline_module, "subprocess", SimpleNamespace(run=no_subprocess))
+    # the stages module's own name only: the doc test's pages start processes from other threads meanwhile
+    monkeypatch.setattr(stages_module, "subprocess", SimpleNamespace(run=no_subprocess))
     warned = []
     monkeypatch.setattr(
         transformers.trainer.logger, "warning", lambda message, *a, **k: warned.append(message)
     )
     pipeline = tiny_reproduction(out)
-    pipeline_module.train_model(pipeline, pipeline.models[0])
+    stages_module.train_model(pipeline, pipeline.models[0])
     assert not [message for message in warned if "missing keys" in message]  # tied weights: no false alarm
     resumed = load_hmm_roformer(str(training), "cpu").state_dict()
     for name, value in expected.items():
@@ -224,7 +220,7 @@ def test_a_folder_made_with_other_settings_is_refused_and_kept(reproduced_tiny):
     out, _ = reproduced_tiny
     state = (out / STATE_NAME).read_text()
     with pytest.raises(ValueError, match="other settings"):
-        read_state(tiny_reproduction(out, training={"max_steps": 10}))
+        read_pipeline_state(tiny_reproduction(out, training={"max_steps": 10}))
     assert (out / STATE_NAME).read_text() == state
 
 
@@ -287,7 +283,7 @@ def test_a_failed_redo_leaves_no_report_that_looks_current(reproduced_tiny, tmp_
     def stopped(*args):
         raise RuntimeError("stopped")
 
-    monkeypatch.setattr(pipeline_module, "probe_model", stopped)
+    monkeypatch.setattr(stages_module, "probe_model", stopped)
     with pytest.raises(RuntimeError, match="stopped"):
         run_pipeline(tiny_reproduction(out), redo="probe", log=lambda line: None)
     assert not (out / "REPORT.md").exists() and not (out / "results.json").exists()
@@ -299,7 +295,7 @@ def test_presets_are_validated(tmp_path):
     with pytest.raises(ValueError, match="not a named pipeline"):
         get_settings("huge")
     with pytest.raises(ValueError, match="run it with scripts/study.py --study quick"):
-        make_pipeline(PIPELINES["quick"], tmp_path / "q", kind="reproduce")
+        make_pipeline(PIPELINES["quick"], tmp_path / "q", plan=REPRODUCTION)
     assert not (tmp_path / "q").exists()
 
 

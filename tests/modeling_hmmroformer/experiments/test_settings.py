@@ -137,7 +137,8 @@ def test_null_removes_a_field_wherever_the_overrides_come_from():
 
 
 def test_the_inference_cells_nest_distinct_seeds_in_three_draws_and_probe_kept_steps(tmp_path):
-    from modeling_hmmroformer.experiments.pipeline import make_pipeline
+    from modeling_hmmroformer.experiments.plan import make_pipeline
+    from modeling_hmmroformer.experiments.study_plan import STUDY
     from modeling_hmmroformer.experiments.training import kept_steps
 
     for k in (32, 512, 8192):
@@ -148,7 +149,7 @@ def test_the_inference_cells_nest_distinct_seeds_in_three_draws_and_probe_kept_s
         seeds = [seed for c in cells for seed in c.seeds]
         assert len(seeds) == len(set(seeds)) == 6  # no initialisation shared across draws
         for cell in cells:
-            pipeline = make_pipeline(cell, tmp_path / cell.name, kind="study")  # its own checks pass
+            pipeline = make_pipeline(cell, tmp_path / cell.name, plan=STUDY)  # its own checks pass
             kept = kept_steps(pipeline.models[0].run)
             assert len(kept) == 13 and kept[-1] == 12000
             assert set(cell.development_probes) <= set(kept) and max(cell.development_probes) == kept[-1]

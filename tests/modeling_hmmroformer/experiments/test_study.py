@@ -18,18 +18,17 @@ from model_cards.render import memory_equivalent_text
 from model_cards.study_reports import seconds_spread_text
 from modeling_hmmroformer.experiments.aggregate import bins_of_test_positions, kl_by_test_position, time_row
 from modeling_hmmroformer.experiments.claims import CLAIMS
+from modeling_hmmroformer.experiments.engine import write_state
 from modeling_hmmroformer.experiments.pipeline import (
-    MODEL_STAGES,
-    build_corpus,
     check_reuse,
-    make_pipeline,
-    read_state,
+    read_pipeline_state,
     reuse_shared_stages,
     run_pipeline,
-    stage_names,
-    write_state,
 )
+from modeling_hmmroformer.experiments.plan import MODEL_STAGES, make_pipeline
 from modeling_hmmroformer.experiments.settings import PIPELINES, Settings, fingerprint, get_settings
+from modeling_hmmroformer.experiments.stages import build_corpus
+from modeling_hmmroformer.experiments.study_plan import STUDY
 from modeling_hmmroformer.experiments.training import prepare
 from probing.capture import untrained_twin
 
@@ -37,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def quick_study(out, records=None, **changes):
-    return make_pipeline(get_settings("quick", **changes), out, kind="study", progress=False, records=records)
+    return make_pipeline(get_settings("quick", **changes), out, plan=STUDY, progress=False, records=records)
 
 
 def test_the_quick_study_reports_every_claim_at_every_depth(quick_studied):
@@ -93,7 +92,7 @@ def test_the_quick_study_reports_every_claim_at_every_depth(quick_studied):
         assert (out / "figures" / f"{figure}.png").stat().st_size > 0
     assert (out / "lemma1" / "lemma1.png").stat().st_size > 0
     assert set(json.loads((out / "study_state.json").read_text())["stages"]) == set(
-        stage_names(quick_study(out))
+        quick_study(out).stage_names()
     )
     assert "layers: KL to Bayes" in stdout and "undecided (2 seeds)" in stdout
     # the quick corpus has unseen tasks: every model is placed between retrieval and inference
@@ -109,7 +108,7 @@ def test_a_study_goes_on_from_its_records_without_the_models(quick_studied, tmp_
     out, _ = quick_studied
     records = out.parent / "records"
     fresh = quick_study(tmp_path / "again", records=records)  # a clone: the records, no model folders
-    assert stage_names(fresh) == ["corpus", "lemma1", "yardsticks", "report"]
+    assert fresh.stage_names() == ["corpus", "lemma1", "yardsticks", "report"]
     run_pipeline(fresh, log=lambda line: None)
     again = json.loads((tmp_path / "again" / "results.json").read_text())
     first = json.loads((out / "results.json").read_text())
@@ -120,7 +119,7 @@ def test_a_study_goes_on_from_its_records_without_the_models(quick_studied, tmp_
     for path in records.iterdir():
         if path.name != "depth3-seed1.json":
             (partial / path.name).write_bytes(path.read_bytes())
-    names = stage_names(quick_study(tmp_path / "p", records=partial))
+    names = quick_study(tmp_path / "p", records=partial).stage_names()
     assert [name for name in names if "seed" in name] == [
         "train depth3 seed1",
         "evaluate depth3 seed1",
@@ -194,15 +193,15 @@ def test_another_architecture_reuses_the_corpus_stages_of_a_study_of_the_same_co
     settings = get_settings(
         "quick", overrides={"model": {"model_type": "llama"}, "training": {"max_steps": 5}}
     )
-    study = make_pipeline(settings, tmp_path / "llama", kind="study", progress=False)
-    state = read_state(study)
+    study = make_pipeline(settings, tmp_path / "llama", plan=STUDY, progress=False)
+    state = read_pipeline_state(study)
     study.out.mkdir()
-    write_state(study, state)
+    write_state(study.state_path, state)
     logged = []
     reuse_shared_stages(study, state, source, check_reuse(study, source), logged.append)
-    assert list(state["stages"]) == ["corpus", "lemma1", "yardsticks"]
-    assert all(entry["reused_from"] == str(source) for entry in state["stages"].values())
-    assert json.loads((study.out / "study_state.json").read_text())["stages"] == state["stages"]
+    assert list(state.stages) == ["corpus", "lemma1", "yardsticks"]
+    assert all(record.reused_from == str(source) for record in state.stages.values())
+    assert json.loads((study.out / "study_state.json").read_text()) == state.to_dict()
     for name in ("corpus/hmm_params.safetensors", "lemma1/lemma1.json", "yardsticks/yardsticks.safetensors"):
         assert (study.out / name).read_bytes() == (source / name).read_bytes(), name
     assert logged == [
@@ -215,7 +214,7 @@ def test_another_architecture_reuses_the_corpus_stages_of_a_study_of_the_same_co
     other = make_pipeline(
         get_settings("quick", overrides={"corpus": {"seed": 1}}),
         tmp_path / "other",
-        kind="study",
+        plan=STUDY,
         progress=False,
     )
     with pytest.raises(ValueError, match=r"other settings \(run.corpus.seed is 'unset' there, 1 here;"):
@@ -267,14 +266,14 @@ def test_a_study_is_a_grid_of_models_each_in_its_folder(tmp_path):
     assert model.folder == tmp_path / "s" / "models" / "depth3-seed1"
     assert model.run.model["num_hidden_layers"] == 3 and model.run.seed == 1
     assert model.run.training["max_steps"] == 20  # the study's own override, applied to the run config
-    names = stage_names(study)
+    names = study.stage_names()
     per_model = ["train", "evaluate", "probe", "memory", "knockout", "record"]
     assert names[:3] == ["corpus", "lemma1", "yardsticks"]  # the quick corpus has unseen tasks
     assert names[3:9] == [f"{stage} depth2 seed0" for stage in per_model]  # recorded before the next model
     assert names[9:15] == [f"{stage} depth3 seed0" for stage in per_model]
     assert names[-1] == "report" and "model" not in names
     # a one-model pipeline as a study: the study layout, not the reproduction's
-    single = make_pipeline(get_settings("tiny"), tmp_path / "t", kind="study", progress=False)
+    single = make_pipeline(get_settings("tiny"), tmp_path / "t", plan=STUDY, progress=False)
     assert [m.folder.name for m in single.models] == ["depth2-seed0"]
 
 

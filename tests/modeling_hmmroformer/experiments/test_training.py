@@ -18,8 +18,8 @@ from transformers import AutoModelForCausalLM, TrainerCallback
 import hmm_datasets
 from modeling_hmmroformer.experiments import training
 from modeling_hmmroformer.experiments.fields import DataSection, RunSection
-from modeling_hmmroformer.experiments.pipeline import TRAIN_COMMAND
 from modeling_hmmroformer.experiments.settings import config_for_corpus, load_run_config
+from modeling_hmmroformer.experiments.stages import TRAIN_COMMAND
 from modeling_hmmroformer.experiments.training import (
     FixedLengthCollator,
     is_complete_checkpoint,

@@ -1,36 +1,55 @@
-"""A study's own stages (`pipeline.stage_plan` adds them when the pipeline is a study, so a
-reproduction never imports them): each model's small record, written to its folder and to the
-records folder, and the study's report, read from the records alone (`aggregate`)."""
+"""The study: a grid of depths x seeds on one corpus, each model trained, analysed against its
+twin and recorded, then the report from the records alone (`scripts/study.py`).
+
+    corpus, lemma1, yardsticks (a corpus with unseen tasks), then for each model not recorded
+    yet: train, evaluate, probe, memory, knockout (development and development-probe where it
+    keeps networks over training), record; then report
+
+A model's record (`aggregate.model_record`) goes to its folder and to the records folder
+(`--records`), from which a study goes on: a recorded model is finished.
+"""
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
 
 from hmm_datasets.files import build_folder, write_json
 from model_cards.study_reports import render_study_report
 
 from . import layout
 from .aggregate import check_records, model_record, summarize_study
-from .pipeline import (
-    ModelRun,
-    Pipeline,
-    flat_settings,
-    machine_description,
-    model_stages,
-    stage_seconds,
-    write_json_and_report,
-)
+from .engine import RunState
+from .plan import ModelRun, Pipeline, Plan, model_stages
+from .settings import flat_settings
+from .stages import machine_description, measure_lemma1, model_runners, shared_runners, write_json_and_report
 from .study_plots import plot_study
+
+
+def study_stages(p: Pipeline, state: RunState) -> dict[str, Callable[[], None]]:
+    """Every stage of a study, in order (the module docstring): each model trained, analysed and
+    recorded before the next one starts."""
+    shared = shared_runners(p)
+    plan = {"corpus": shared.pop("corpus"), "lemma1": functools.partial(measure_lemma1, p), **shared}
+    for m in p.models:
+        if not p.has_record(m):
+            plan.update(model_runners(p, m, with_lemma1=False))
+            plan[m.stage("record")] = functools.partial(record_model, p, m, state)
+    plan["report"] = functools.partial(write_study_report, p, state)
+    return plan
 
 
 def check_recorded_models(p: Pipeline) -> None:
     """`ValueError` for a record in the records folder made with other settings than the study's
     (`aggregate.check_records`), before any stage runs."""
+    if p.records is None:
+        return
     recorded = [read_record(p, m) for m in p.models if p.has_record(m)]
     check_records(recorded, p.record_fingerprint(), flat_settings(p.settings, p.run))
 
 
-def record_model(p: Pipeline, m: ModelRun, state: dict) -> None:
+def record_model(p: Pipeline, m: ModelRun, state: RunState) -> None:
     """The model's small record in its folder, and in the records folder when there is one, with
     the wall times of its stages (so a study resumed on a fresh clone still reports them)."""
     record = model_record(
@@ -42,12 +61,12 @@ def record_model(p: Pipeline, m: ModelRun, state: dict) -> None:
         write_json(p.record_path(m), record)
 
 
-def model_seconds(p: Pipeline, state: dict, m: ModelRun) -> dict[str, float]:
+def model_seconds(p: Pipeline, state: RunState, m: ModelRun) -> dict[str, float]:
     """Model `m`'s stage times from the state, by stage name without the model's tag."""
     return {
-        name: state["stages"][m.stage(name)]["seconds"]
+        name: state.stages[m.stage(name)].seconds
         for name in model_stages(p, m)
-        if m.stage(name) in state["stages"]
+        if m.stage(name) in state.stages
     }
 
 
@@ -57,14 +76,17 @@ def read_record(p: Pipeline, m: ModelRun) -> dict:
     return json.loads(path.read_text())
 
 
-def write_study_report(p: Pipeline, state: dict) -> None:
+def write_study_report(p: Pipeline, state: RunState) -> None:
     """A study's figures, results.json and REPORT.md."""
     records = [read_record(p, m) for m in p.models]
     check_records(records, p.record_fingerprint(), flat_settings(p.settings, p.run))
     summary = summarize_study(
         p.settings, p.run, records, p.corpus, p.out / layout.LEMMA1, p.out / layout.YARDSTICKS
     )
-    summary["stage_seconds"] = stage_seconds(state)
+    summary["stage_seconds"] = state.seconds()
     summary["machine"] = machine = machine_description()
     build_folder(p.out / layout.FIGURES, lambda staging: plot_study(summary, staging))
     write_json_and_report(p, summary, render_study_report(summary, machine))
+
+
+STUDY = Plan("study", "study", grid=True, stages=study_stages, check=check_recorded_models)
