@@ -58,9 +58,9 @@ def analyse(model_path: str, out: Path, with_lemma1: bool) -> dict:
     import modeling_hmmroformer  # noqa: F401  (registers the model)
 
     try:  # the current layout: the analyses compute, the plots module writes
-        from modeling_hmmroformer.experiments import plots
-        from modeling_hmmroformer.experiments.evaluation import figure1, load_evaluation_data
-        from modeling_hmmroformer.experiments.memory import corpus_lemma1, corpus_model_memory
+        from modeling_hmmroformer.experiments.analyses.evaluation import figure1, load_evaluation_data
+        from modeling_hmmroformer.experiments.analyses.memory import corpus_lemma1, corpus_model_memory
+        from modeling_hmmroformer.experiments.figures import model as plots
 
         write_figure1 = plots.write_figure1
 

@@ -3,7 +3,7 @@
     python benchmarks/bench_trainer.py [--config configs/small.yaml] [--steps 40] [--rounds 3]
 
 The raw step is the model benchmark's (`bench_model.py`): forward + backward + fused AdamW
-on one fixed batch already in memory. The Trainer loop is `modeling_hmmroformer.experiments.training`
+on one fixed batch already in memory. The Trainer loop is `modeling_hmmroformer.experiments.running.training`
 as `scripts/train.py` runs it: the config's corpus through the datasets -> collator ->
 dataloader path, gradient clipping, the learning-rate schedule and logging (evaluation and
 checkpoints off: they are not training steps). Both train the same model config on the same
@@ -24,8 +24,8 @@ import torch
 from common import write_result
 from transformers import TrainerCallback
 
+from modeling_hmmroformer.experiments.running.training import build_model, prepare
 from modeling_hmmroformer.experiments.settings import load_run_config
-from modeling_hmmroformer.experiments.training import build_model, prepare
 
 ROOT = Path(__file__).resolve().parents[1]
 SKIPPED_STEPS = 3  # per Trainer window: dataloader and optimizer start-up

@@ -21,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from modeling_hmmroformer.experiments.claims import CLAIMS  # noqa: E402
+from modeling_hmmroformer.experiments.analyses.claims import CLAIMS  # noqa: E402
 
 OUT = Path(__file__).parent / "results" / "flat_curves.json"
 NOISE = 0.01

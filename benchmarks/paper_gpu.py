@@ -38,11 +38,11 @@ from common import machine  # noqa: E402
 
 import hmm_datasets  # noqa: E402
 from modeling_hmmroformer.experiments import layout  # noqa: E402
-from modeling_hmmroformer.experiments.engine import RunState  # noqa: E402
-from modeling_hmmroformer.experiments.evaluation import load_evaluation_data  # noqa: E402
-from modeling_hmmroformer.experiments.pipeline import run_pipeline  # noqa: E402
-from modeling_hmmroformer.experiments.plan import make_pipeline  # noqa: E402
-from modeling_hmmroformer.experiments.reproduction_plan import REPRODUCTION  # noqa: E402
+from modeling_hmmroformer.experiments.analyses.evaluation import load_evaluation_data  # noqa: E402
+from modeling_hmmroformer.experiments.running.engine import RunState  # noqa: E402
+from modeling_hmmroformer.experiments.running.pipeline import run_pipeline  # noqa: E402
+from modeling_hmmroformer.experiments.running.plan import make_pipeline  # noqa: E402
+from modeling_hmmroformer.experiments.running.reproduction_plan import REPRODUCTION  # noqa: E402
 from modeling_hmmroformer.experiments.settings import PIPELINES, REPRODUCTIONS  # noqa: E402
 
 TARGETS = {"train_s": 300, "mfu": 0.40, "bayes_test_split_s": 30}  # issue 16, on one H100-class GPU

@@ -79,9 +79,9 @@ def task_posterior_statistics(changes: dict) -> dict:
 def trained_model_vs_bayes(name: str, changes: dict) -> dict:
     """An 8-layer model of configs/study.yaml trained on the candidate; Figure 1's distance to Bayes."""
     sys.path.insert(0, str(ROOT))
-    from modeling_hmmroformer.experiments.evaluation import figure1, load_evaluation_data
+    from modeling_hmmroformer.experiments.analyses.evaluation import figure1, load_evaluation_data
+    from modeling_hmmroformer.experiments.running.training import train
     from modeling_hmmroformer.experiments.settings import load_run_config
-    from modeling_hmmroformer.experiments.training import train
     from probing import load_hmm_roformer
 
     folder = (

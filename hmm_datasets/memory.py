@@ -16,7 +16,7 @@ distance (with a bootstrap 95% interval over rows), top-1 agreement of the argma
 accuracy, the share of those positions whose window reaches the row start (there both
 variants are exact) and the share whose window reaches the start of the predicted token's
 segment (there the oracle is exact: a delimiter resets the HMM), then fits
-log TV = log C - rate L (`modeling_hmmroformer.experiments.plots.plot_lemma1` draws it).
+log TV = log C - rate L (`modeling_hmmroformer.experiments.figures.model.plot_lemma1` draws it).
 
 **Lemma 1 as the paper states it** is about one HMM with its task known, and its rate depends on
 that HMM's observability coefficient (Assumption 2, `hmm_datasets.observability`).

@@ -6,7 +6,7 @@
 A predictor is given rows `input_ids [B, L]` and their tasks `task_ids [B]` (only the oracle
 reads them) and returns, at position i, the distribution of token i + 1 over the V
 observations and the delimiter (last). The model joins the same registry
-(`modeling_hmmroformer.experiments.evaluation.model_predictor`), and `hmm_datasets.scoring` scores every
+(`modeling_hmmroformer.experiments.analyses.evaluation.model_predictor`), and `hmm_datasets.scoring` scores every
 predictor the same way on the same rows:
 
 - `bayes`: the exact Bayes-optimal predictor of the mixture (`bayes.py`), the yardstick;

@@ -8,7 +8,7 @@ predictor (the Bayes-optimal one), argmax `agreement`, `kl` = KL(reference || pr
 - `scores_by_demo_count`: every predictor of a registry (`hmm_datasets.predictors`) on the
   same rows cut to their last m demonstrations, m = 0, 1, 2, 4, ..., N (demonstrations are
   i.i.d., so these are rows of an m-demonstration corpus), per test position. Figure 1
-  (`modeling_hmmroformer.experiments.evaluation`) and the dataset card's table (`hmm_datasets.ceiling`)
+  (`modeling_hmmroformer.experiments.analyses.evaluation`) and the dataset card's table (`hmm_datasets.ceiling`)
   are two views of it. Accuracy there is over test tokens 1..T-1 (token 0 has no context
   without demonstrations); "early" is tokens 1..8.
 - `in_context_scores`: a model against the Bayes-optimal predictor and the oracle on full

@@ -1,6 +1,6 @@
 """Render the model card and the reproduction report from a summary of plain data.
 
-The summary (built by `modeling_hmmroformer.experiments.summary.summarize_model_folder` from what a model
+The summary (built by `modeling_hmmroformer.experiments.analyses.summary.summarize_model_folder` from what a model
 folder holds) is a JSON-ready dict: `model`, `corpus`, `training`, `run_config`,
 `in_context` (Figure 1's headline numbers), `probes` (the per-layer tables), `claims`,
 `figures` (where the folder keeps each figure) and `figure7`. Both the model card and `REPORT.md` render it (`results.md` is the section they

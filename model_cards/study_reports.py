@@ -37,7 +37,7 @@ def study_environment() -> jinja2.Environment:
 
 
 def render_study_report(summary: dict, machine: dict) -> str:
-    """`REPORT.md` of a depth-and-seed study (built by `modeling_hmmroformer.experiments.aggregate.summarize_study`)."""
+    """`REPORT.md` of a depth-and-seed study (built by `modeling_hmmroformer.experiments.decisions.aggregate.summarize_study`)."""
     template = study_environment().from_string(STUDY_REPORT_TEMPLATE.read_text())
     return template.render(s=summary, machine=machine, zip=zip)
 
@@ -62,7 +62,7 @@ RUNGS = {  # the in-context ladder's rungs as the reports name them (hmm_dataset
 
 def render_diversity_report(summary: dict, figures: dict[str, str]) -> str:
     """`REPORT.md` of the task-diversity study across K (built by
-    `modeling_hmmroformer.experiments.diversity.summarize_diversity`); `figures` maps each
+    `modeling_hmmroformer.experiments.decisions.diversity.summarize_diversity`); `figures` maps each
     figure's name to its path beside the report."""
     environment = study_environment()
     environment.filters["nearest"] = lambda n: f"{n['mixture']} / {n['prior']} / {n['tied']}"
@@ -103,7 +103,7 @@ def render_diversity_report(summary: dict, figures: dict[str, str]) -> str:
 
 def render_architectures_report(summary: dict, figures: dict[str, str]) -> str:
     """`REPORT.md` of the architecture comparison (built by
-    `modeling_hmmroformer.experiments.architectures.summarize_architectures`)."""
+    `modeling_hmmroformer.experiments.decisions.architectures.summarize_architectures`)."""
     template = study_environment().from_string(ARCHITECTURES_REPORT_TEMPLATE.read_text())
     return template.render(
         s=summary,

@@ -434,7 +434,7 @@ def hidden_state_and_task_patterns(
     is still uncertain: the mean over f of (task's layer - hidden state's) / L, and the task's
     headroom fraction at the last layer minus at layer 0, each with a bootstrap interval over
     probe-test rows. Curves and numbers only: the claims are decided by the study's rule
-    (`modeling_hmmroformer.experiments.claims`), not here.
+    (`modeling_hmmroformer.experiments.analyses.claims`), not here.
     """
     by_positions = {}
     for group in groups:
@@ -493,7 +493,7 @@ def previous_token_patterns(
     """Figure 3(b) as numbers with bootstrap intervals (all, demonstration and test positions):
     each distance's peak layer and accuracy, its first and last layer, and the nearest minus
     the farthest distance's peak accuracy and peak layer. No verdict: the claims are decided by
-    the study's rule (`modeling_hmmroformer.experiments.claims`).
+    the study's rule (`modeling_hmmroformer.experiments.analyses.claims`).
 
     Each distance also reports `last_layer_before_final_norm` (accuracy and interval of the last
     layer probed before the final LayerNorm; None for a model without one).

@@ -377,7 +377,7 @@ def shuffle_patterns(changes: dict[str, np.ndarray], num_resamples: int, seed: i
     On the total (the paper's statistic, mean over heads): upper minus lower layers' mean per
     row, with a bootstrap interval over rows. `by_part` repeats it for `total`, `position_only`,
     `content` and `weighted_attention_tv`, on the same row resamples. No verdict: the claims are
-    decided by the study's rule (`modeling_hmmroformer.experiments.claims`).
+    decided by the study's rule (`modeling_hmmroformer.experiments.analyses.claims`).
     """
     _, num_layers, _ = _check_changes(changes)
     upper, lower, rule = _depth_split(num_layers)

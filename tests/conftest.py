@@ -219,10 +219,10 @@ def quick_studied(quick_study_started):
 def gpt2_studied(tmp_path_factory) -> Path:
     """The quick study's models at 2 layers, one seed, as GPT-2 (learned positions: no shuffle
     test, no knock-out), in this process, once per session: its study folder."""
-    from modeling_hmmroformer.experiments.pipeline import run_pipeline
-    from modeling_hmmroformer.experiments.plan import make_pipeline
+    from modeling_hmmroformer.experiments.running.pipeline import run_pipeline
+    from modeling_hmmroformer.experiments.running.plan import make_pipeline
+    from modeling_hmmroformer.experiments.running.study_plan import STUDY
     from modeling_hmmroformer.experiments.settings import get_settings
-    from modeling_hmmroformer.experiments.study_plan import STUDY
 
     settings = get_settings("quick", depths=(2,), seeds=(0,), overrides={"model": {"model_type": "gpt2"}})
     out = tmp_path_factory.mktemp("study") / "gpt2"

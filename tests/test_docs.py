@@ -12,7 +12,7 @@ import pytest
 
 from model_cards.render import cell_text, render_model_card
 from model_cards.study_reports import render_architectures_report, render_diversity_report
-from modeling_hmmroformer.experiments.reproduction_plan import REPORT_EXTRAS, report_text
+from modeling_hmmroformer.experiments.running.reproduction_plan import REPORT_EXTRAS, report_text
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("doc_blocks", ROOT / "tests" / "doc_blocks.py")

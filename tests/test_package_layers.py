@@ -121,18 +121,18 @@ def test_the_import_reader_sees_imports_inside_functions(tmp_path):
     ]
 
 
-STUDY_ONLY = {  # a study's records, reports and figures, and the reports across studies
+STUDY_ONLY = {  # a study's plan, records, reports and figures, and the reports across studies
     "model_cards.study_reports",
     *(
         f"modeling_hmmroformer.experiments.{name}"
         for name in (
-            "aggregate",
-            "study_plan",
-            "study_plots",
-            "diversity",
-            "architectures",
-            "reports",
-            "report_plots",
+            "running.study_plan",
+            "decisions.aggregate",
+            "decisions.diversity",
+            "decisions.architectures",
+            "decisions.reports",
+            "figures.study",
+            "figures.across",
         )
     ),
 }
@@ -188,24 +188,32 @@ def test_a_reproduction_imports_no_study_only_module():
     """`hmm-reproduce` runs the reproduction's plan: a study's plan, records, report and figures
     stay out of its imports (`hmm-study` passes the study's plan to the same runner)."""
     reproduction = loaded_at_import("modeling_hmmroformer.experiments.commands.reproduce")
-    assert {"modeling_hmmroformer.experiments.pipeline", "probing.run", "model_cards.render"} <= reproduction
+    assert {
+        "modeling_hmmroformer.experiments.running.pipeline",
+        "probing.run",
+        "model_cards.render",
+    } <= reproduction
     assert reproduction & STUDY_ONLY == set()
     # the reader sees a study module's imports where they are made at import
-    assert {"modeling_hmmroformer.experiments.aggregate", "model_cards.study_reports"} <= loaded_at_import(
-        "modeling_hmmroformer.experiments.study_plan"
-    )
+    assert {
+        "modeling_hmmroformer.experiments.decisions.aggregate",
+        "model_cards.study_reports",
+    } <= loaded_at_import("modeling_hmmroformer.experiments.running.study_plan")
 
 
-def test_the_experiment_packages_map_names_every_module_of_its_folder_once():
+@pytest.mark.parametrize("folder", ["", "running", "analyses", "decisions", "figures"])
+def test_the_experiment_packages_map_names_every_module_of_its_folder_once(folder):
+    """`experiments/__init__.py` maps its modules and folders, each folder's `__init__.py` its
+    modules: every one once, none that is not there."""
+    import importlib
     import re
 
-    import modeling_hmmroformer.experiments as experiments
-
-    folder = Path(experiments.__file__).parent
-    on_disk = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"} | {
-        p.parent.name for p in folder.glob("*/__init__.py")
+    package = importlib.import_module(".".join(["modeling_hmmroformer.experiments", folder]).rstrip("."))
+    here = Path(package.__file__).parent
+    on_disk = {p.stem for p in here.glob("*.py") if p.stem != "__init__"} | {
+        p.parent.name for p in here.glob("*/__init__.py")
     }
-    mapped = re.findall(r"^    (\w+)  ", experiments.__doc__, flags=re.MULTILINE)
+    mapped = re.findall(r"^    (\w+)  ", package.__doc__, flags=re.MULTILINE)
     assert sorted(mapped) == sorted(on_disk) and len(mapped) == len(set(mapped))
 
 
@@ -239,10 +247,13 @@ def test_no_two_of_our_modules_import_each_other():
 
 
 def test_the_stage_engine_knows_no_domain():
-    """`experiments.engine` (state file, stages, lock) imports neither torch nor transformers and,
+    """`experiments.running.engine` (state file, stages, lock) imports neither torch nor transformers and,
     of ours, only the atomic file writer."""
     imports = {
-        module for _, module in imported_modules(ROOT / "modeling_hmmroformer" / "experiments" / "engine.py")
+        module
+        for _, module in imported_modules(
+            ROOT / "modeling_hmmroformer" / "experiments" / "running" / "engine.py"
+        )
     }
     ours = {module for module in imports if module.split(".")[0] in FLOORS}
     assert ours == {"hmm_datasets.files"}

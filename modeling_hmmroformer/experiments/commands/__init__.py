@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from .. import layout
-from ..engine import RunState
+from ..running.engine import RunState
 
 
 def error_line(error: BaseException | str) -> str:

@@ -32,9 +32,8 @@ from hmm_datasets.corpus import checkpoint_corpus, open_corpus
 from hmm_datasets.files import build_folder
 
 from .. import layout
-from ..development import kept_networks, place_networks
-from ..plots import write_development
-from ..yardsticks import (
+from ..analyses.development import kept_networks, place_networks
+from ..analyses.yardsticks import (
     YARDSTICKS_JSON,
     check_same_corpus,
     check_unseen_split,
@@ -42,6 +41,7 @@ from ..yardsticks import (
     read_yardsticks,
     write_yardsticks,
 )
+from ..figures.model import write_development
 from . import Parser, at_least, refuse
 
 

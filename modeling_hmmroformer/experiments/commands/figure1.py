@@ -22,8 +22,8 @@ from model_cards.render import figure1_text
 from probing.architecture import check_causal_lm
 from probing.capture import checkpoint_folder, load_causal_lm
 
-from ..evaluation import figure1, load_evaluation_data
-from ..plots import write_figure1
+from ..analyses.evaluation import figure1, load_evaluation_data
+from ..figures.model import write_figure1
 from . import Parser, at_least, refuse
 
 

@@ -16,7 +16,7 @@ import time
 
 from hmm_datasets.lemma1_family import ObservabilityFamily, measure_family
 
-from ..lemma1 import lemma1_report, write_lemma1_family
+from ..analyses.lemma1 import lemma1_report, write_lemma1_family
 from . import Parser, at_least, refuse
 
 

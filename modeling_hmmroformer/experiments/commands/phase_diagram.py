@@ -16,8 +16,8 @@ import json
 import sys
 from pathlib import Path
 
-from ..development import development_from_dict
-from ..report_plots import (
+from ..analyses.development import development_from_dict
+from ..figures.across import (
     DEVELOPMENT_FIGURE_PREFIX,
     PHASE_DIAGRAM_FIGURE,
     plot_cell_development,

@@ -33,8 +33,8 @@ from probing.plots import write_probe_results
 from probing.run import run_probing
 from probing.summary import format_summary
 
+from ..analyses.summary import model_claims
 from ..settings import checkpoint_seed
-from ..summary import model_claims
 from . import Parser, at_least, refuse
 
 

@@ -10,7 +10,7 @@ Any value of the preset's run config (configs/<preset>.yaml) is overridden with
 
 A rerun of the same command skips every complete stage (corpus, train, evaluate, probe, memory,
 knockout, model, report) and redoes an interrupted one; training resumes from its last complete
-checkpoint. See modeling_hmmroformer/experiments/pipeline.py for the stages and
+checkpoint. See modeling_hmmroformer/experiments/running/pipeline.py for the stages and
 modeling_hmmroformer/experiments/layout.py for the folder layout.
 """
 
@@ -21,9 +21,9 @@ from pathlib import Path
 
 from model_cards.render import claim_line
 
-from ..pipeline import run_pipeline
-from ..plan import make_pipeline
-from ..reproduction_plan import REPRODUCE_STAGES, REPRODUCTION
+from ..running.pipeline import run_pipeline
+from ..running.plan import make_pipeline
+from ..running.reproduction_plan import REPRODUCE_STAGES, REPRODUCTION
 from ..settings import REPRODUCTIONS, get_settings, parse_overrides
 from . import Parser, at_least, print_outcome, refuse
 

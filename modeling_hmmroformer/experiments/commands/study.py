@@ -27,10 +27,10 @@ from pathlib import Path
 
 from model_cards.render import claim_line
 
-from ..pipeline import run_pipeline
-from ..plan import make_pipeline
+from ..running.pipeline import run_pipeline
+from ..running.plan import make_pipeline
+from ..running.study_plan import STUDY
 from ..settings import PIPELINES, get_settings, parse_overrides
-from ..study_plan import STUDY
 from . import Parser, print_outcome, refuse
 
 

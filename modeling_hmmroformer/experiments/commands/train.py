@@ -6,7 +6,7 @@
 
 The run config (YAML or JSON) is the one positional argument, or --config. Any of its values
 is overridden with --section.field value (sections: corpus, data, model, training, run; the
-fields are listed below and in docs/fields.md). See modeling_hmmroformer/experiments/training.py.
+fields are listed below and in docs/fields.md). See modeling_hmmroformer/experiments/running/training.py.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import sys
 from accelerate import PartialState
 
 from ..fields import fields_reference
+from ..running.training import train
 from ..settings import load_run_config
-from ..training import train
 from . import Parser, refuse
 
 

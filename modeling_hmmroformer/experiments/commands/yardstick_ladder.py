@@ -28,7 +28,7 @@ import hmm_datasets
 from hmm_datasets.corpus import open_corpus
 from hmm_datasets.files import write_json
 
-from ..yardsticks import check_same_corpus, check_unseen_split, yardstick_ladder
+from ..analyses.yardsticks import check_same_corpus, check_unseen_split, yardstick_ladder
 from . import Parser, at_least, refuse
 
 

@@ -1,4 +1,4 @@
-"""HMMRoFormer against other architectures (`experiments.architectures`,
+"""HMMRoFormer against other architectures (`experiments.decisions.architectures`,
 `scripts/architectures_report.py`): studies of one corpus and training side by side, what
 differs said from the numbers, bad input refused in one line."""
 
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from modeling_hmmroformer.experiments.architectures import apart, summarize_architectures
+from modeling_hmmroformer.experiments.decisions.architectures import apart, summarize_architectures
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from modeling_hmmroformer.experiments.running.training import prepare, train
 from modeling_hmmroformer.experiments.settings import load_run_config
-from modeling_hmmroformer.experiments.training import prepare, train
 from probing.capture import untrained_twin
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -11,7 +11,7 @@ import torch
 import probing
 from hmm_datasets.beliefs import belief_states, belief_tasks
 from hmm_datasets.corpus import open_corpus
-from modeling_hmmroformer.experiments.claims import (
+from modeling_hmmroformer.experiments.analyses.claims import (
     CLAIMS,
     decide_claims,
     figure1_profile,

@@ -11,21 +11,21 @@ from transformers import TrainerCallback
 
 from hmm_datasets.predictors import IN_CONTEXT
 from modeling_hmmroformer.experiments import layout
-from modeling_hmmroformer.experiments.commands import development as command
-from modeling_hmmroformer.experiments.development import (
+from modeling_hmmroformer.experiments.analyses.development import (
     SplitPlace,
     development_from_dict,
     kept_networks,
     phase_label,
     step_of,
 )
-from modeling_hmmroformer.experiments.settings import load_run_config
-from modeling_hmmroformer.experiments.training import (
+from modeling_hmmroformer.experiments.commands import development as command
+from modeling_hmmroformer.experiments.running.training import (
     checkpoint_schedule,
     kept_name,
     prepare,
     train,
 )
+from modeling_hmmroformer.experiments.settings import load_run_config
 
 ROOT = Path(__file__).resolve().parents[3]
 TINY = ROOT / "configs" / "tiny.yaml"
@@ -221,15 +221,15 @@ def kept_study(quick_studied, tmp_path_factory) -> Path:
     """The quick study at 2 layers, one seed, keeping 3 networks and probing 2 of them, its
     shared stages lent by the quick study: a folder with the study in kept/ and its records in
     records/."""
-    from modeling_hmmroformer.experiments.engine import write_state
-    from modeling_hmmroformer.experiments.pipeline import (
+    from modeling_hmmroformer.experiments.running.engine import write_state
+    from modeling_hmmroformer.experiments.running.pipeline import (
         check_reuse,
         read_pipeline_state,
         reuse_shared_stages,
         run_pipeline,
     )
-    from modeling_hmmroformer.experiments.plan import make_pipeline
-    from modeling_hmmroformer.experiments.study_plan import STUDY
+    from modeling_hmmroformer.experiments.running.plan import make_pipeline
+    from modeling_hmmroformer.experiments.running.study_plan import STUDY
 
     source, _ = quick_studied
     root = tmp_path_factory.mktemp("kept")
@@ -253,9 +253,9 @@ def kept_settings():
 
 
 def test_a_study_that_keeps_networks_places_them_and_records_their_places(kept_study, tmp_path):
-    from modeling_hmmroformer.experiments.plan import make_pipeline
+    from modeling_hmmroformer.experiments.running.plan import make_pipeline
+    from modeling_hmmroformer.experiments.running.study_plan import STUDY
     from modeling_hmmroformer.experiments.settings import get_settings
-    from modeling_hmmroformer.experiments.study_plan import STUDY
 
     names = make_pipeline(kept_settings(), tmp_path / "plan", plan=STUDY, progress=False).stage_names()
     assert names.index("development depth2 seed0") + 2 == names.index("record depth2 seed0")
@@ -281,9 +281,9 @@ def test_a_study_that_keeps_networks_places_them_and_records_their_places(kept_s
 
 
 def test_probed_steps_that_training_does_not_keep_are_refused_before_anything_is_written(tmp_path):
-    from modeling_hmmroformer.experiments.plan import make_pipeline
+    from modeling_hmmroformer.experiments.running.plan import make_pipeline
+    from modeling_hmmroformer.experiments.running.study_plan import STUDY
     from modeling_hmmroformer.experiments.settings import get_settings
-    from modeling_hmmroformer.experiments.study_plan import STUDY
 
     settings = get_settings("quick", overrides={"run": {"checkpoints": 3}}, development_probes=(11,))
     with pytest.raises(
@@ -302,7 +302,7 @@ def test_the_report_across_k_describes_each_cell_over_training(kept_study, tmp_p
     every kept step of both models on each split, gives each claim at the steps both probed, draws
     the phase diagram and the cell's development, and is the same when decided again from the
     committed records; a diversity study beside them is refused."""
-    from modeling_hmmroformer.experiments.diversity import summarize_diversity
+    from modeling_hmmroformer.experiments.decisions.diversity import summarize_diversity
     from tests.modeling_hmmroformer.experiments.test_diversity import as_diversity_study
 
     summary = json.loads((kept_study / "kept" / "results.json").read_text())

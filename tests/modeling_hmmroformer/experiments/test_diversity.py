@@ -1,4 +1,4 @@
-"""The task-diversity report across K (`experiments.diversity`, `scripts/diversity_report.py`):
+"""The task-diversity report across K (`experiments.decisions.diversity`, `scripts/diversity_report.py`):
 cells from the studies' own summaries, the corpus draw's spread, the README's status table."""
 
 import copy
@@ -9,8 +9,12 @@ import pytest
 
 from model_cards import DIVERSITY_STATUS_MARKERS
 from model_cards.study_reports import render_diversity_status, replace_marked_block
-from modeling_hmmroformer.experiments.aggregate import record_splits
-from modeling_hmmroformer.experiments.diversity import learner_of, planned_cells, summarize_diversity
+from modeling_hmmroformer.experiments.decisions.aggregate import record_splits
+from modeling_hmmroformer.experiments.decisions.diversity import (
+    learner_of,
+    planned_cells,
+    summarize_diversity,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 COMMITTED = ROOT / "results" / "diversity" / "results.json"

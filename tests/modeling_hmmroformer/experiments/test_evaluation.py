@@ -12,8 +12,8 @@ from hmm_datasets.ceiling import accuracy_table
 from hmm_datasets.predictors import IN_CONTEXT
 from model_cards.render import figure1_text
 from modeling_hmmroformer import HMMRoFormerConfig, HMMRoFormerForCausalLM
-from modeling_hmmroformer.experiments.evaluation import figure1, load_evaluation_data
-from modeling_hmmroformer.experiments.plots import write_figure1
+from modeling_hmmroformer.experiments.analyses.evaluation import figure1, load_evaluation_data
+from modeling_hmmroformer.experiments.figures.model import write_figure1
 
 TINY_SIZES = {
     "hidden_size": 32,

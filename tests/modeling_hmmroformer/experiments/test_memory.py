@@ -9,8 +9,12 @@ import torch
 from hmm_datasets import BayesOptimalPredictor, SamplingTables, generate_rows, get_preset, sample_hmm_params
 from hmm_datasets.memory import lemma1, memory_bayes_probs
 from modeling_hmmroformer import HMMRoFormerConfig, HMMRoFormerForCausalLM
-from modeling_hmmroformer.experiments.memory import memory_crossing, memory_of_predictions, model_memory
-from modeling_hmmroformer.experiments.plots import plot_lemma1, plot_model_memory
+from modeling_hmmroformer.experiments.analyses.memory import (
+    memory_crossing,
+    memory_of_predictions,
+    model_memory,
+)
+from modeling_hmmroformer.experiments.figures.model import plot_lemma1, plot_model_memory
 
 TINY_SIZES = {
     "hidden_size": 32,

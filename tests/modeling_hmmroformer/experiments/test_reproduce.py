@@ -14,11 +14,11 @@ from huggingface_hub import ModelCard
 
 import hmm_datasets
 from model_cards.render import memory_equivalent_text
-from modeling_hmmroformer.experiments import stages as stages_module
-from modeling_hmmroformer.experiments.claims import CLAIMS
-from modeling_hmmroformer.experiments.pipeline import read_pipeline_state, run_pipeline
-from modeling_hmmroformer.experiments.plan import make_pipeline
-from modeling_hmmroformer.experiments.reproduction_plan import REPRODUCE_STAGES, REPRODUCTION
+from modeling_hmmroformer.experiments.analyses.claims import CLAIMS
+from modeling_hmmroformer.experiments.running import stages as stages_module
+from modeling_hmmroformer.experiments.running.pipeline import read_pipeline_state, run_pipeline
+from modeling_hmmroformer.experiments.running.plan import make_pipeline
+from modeling_hmmroformer.experiments.running.reproduction_plan import REPRODUCE_STAGES, REPRODUCTION
 from modeling_hmmroformer.experiments.settings import PIPELINES, REPRODUCTIONS, get_settings
 from probing import capture_hidden_states, load_hmm_roformer, sample_positions
 from tests.hmm_datasets.test_export import damage

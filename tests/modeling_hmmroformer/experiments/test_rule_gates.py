@@ -5,10 +5,10 @@ condition of a verdict one step either side (docs/study.md, the decision rule)."
 import numpy as np
 import pytest
 
-from modeling_hmmroformer.experiments.aggregate import counted_statistics
-from modeling_hmmroformer.experiments.claims import CLAIMS, TESTABLE_MARGIN, decide_report
-from modeling_hmmroformer.experiments.ladder_gate import BELOW, learner, model_places, past_ladder
-from modeling_hmmroformer.experiments.verdicts import (
+from modeling_hmmroformer.experiments.analyses.claims import CLAIMS, TESTABLE_MARGIN, decide_report
+from modeling_hmmroformer.experiments.analyses.ladder_gate import BELOW, learner, model_places, past_ladder
+from modeling_hmmroformer.experiments.decisions.aggregate import counted_statistics
+from modeling_hmmroformer.experiments.decisions.verdicts import (
     ALPHA,
     capped_by_draws,
     claim_tests,
@@ -73,8 +73,8 @@ def record(seed: int, model_kl: float, rung_kl: float, unseen: tuple[float, floa
 
 
 def decided(records: list[dict], required_draws: int = 1) -> dict[str, dict]:
-    from modeling_hmmroformer.experiments.claims import claim_rows
-    from modeling_hmmroformer.experiments.verdicts import decide_cells
+    from modeling_hmmroformer.experiments.analyses.claims import claim_rows
+    from modeling_hmmroformer.experiments.decisions.verdicts import decide_cells
 
     per_seed = [counted_statistics(r, r.get("unseen_ladder")) for r in records]
     rows = decide_cells(
@@ -250,7 +250,7 @@ def test_holm_runs_over_every_cell_of_the_report():
     own = [0.05, 0.30, 0.10, 0.25, 0.15, 0.20]
     noise = [0.1, -0.1, 0.05, -0.05, 0.2, -0.2]
     one = decide_cell([(seeds(own), 1)], required_draws=1)[0]
-    from modeling_hmmroformer.experiments.verdicts import decide_cells
+    from modeling_hmmroformer.experiments.decisions.verdicts import decide_cells
 
     cells = decide_cells([[(seeds(own), 1)], [(seeds(noise), 1)] * 8], required_draws=1)
     assert cells[0][0]["p_holm"] == pytest.approx(9 * one["claim_p"])  # the other cell's 8 claims count

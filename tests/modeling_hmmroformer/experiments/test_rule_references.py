@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from modeling_hmmroformer.experiments.verdicts import (
+from modeling_hmmroformer.experiments.decisions.verdicts import (
     across_seeds,
     holm,
     one_sample_p,

@@ -137,9 +137,9 @@ def test_null_removes_a_field_wherever_the_overrides_come_from():
 
 
 def test_the_inference_cells_nest_distinct_seeds_in_three_draws_and_probe_kept_steps(tmp_path):
-    from modeling_hmmroformer.experiments.plan import make_pipeline
-    from modeling_hmmroformer.experiments.study_plan import STUDY
-    from modeling_hmmroformer.experiments.training import kept_steps
+    from modeling_hmmroformer.experiments.running.plan import make_pipeline
+    from modeling_hmmroformer.experiments.running.study_plan import STUDY
+    from modeling_hmmroformer.experiments.running.training import kept_steps
 
     for k in (32, 512, 8192):
         cells = [PIPELINES[f"inference-{k}-draw{d}"] for d in (0, 1, 2)]

@@ -16,20 +16,24 @@ import torch
 from hmm_datasets import cache
 from model_cards.render import memory_equivalent_text
 from model_cards.study_reports import seconds_spread_text
-from modeling_hmmroformer.experiments.aggregate import bins_of_test_positions, kl_by_test_position, time_row
-from modeling_hmmroformer.experiments.claims import CLAIMS
-from modeling_hmmroformer.experiments.engine import write_state
-from modeling_hmmroformer.experiments.pipeline import (
+from modeling_hmmroformer.experiments.analyses.claims import CLAIMS
+from modeling_hmmroformer.experiments.decisions.aggregate import (
+    bins_of_test_positions,
+    kl_by_test_position,
+    time_row,
+)
+from modeling_hmmroformer.experiments.running.engine import write_state
+from modeling_hmmroformer.experiments.running.pipeline import (
     check_reuse,
     read_pipeline_state,
     reuse_shared_stages,
     run_pipeline,
 )
-from modeling_hmmroformer.experiments.plan import MODEL_STAGES, make_pipeline
+from modeling_hmmroformer.experiments.running.plan import MODEL_STAGES, make_pipeline
+from modeling_hmmroformer.experiments.running.stages import build_corpus
+from modeling_hmmroformer.experiments.running.study_plan import STUDY
+from modeling_hmmroformer.experiments.running.training import prepare
 from modeling_hmmroformer.experiments.settings import PIPELINES, Settings, fingerprint, get_settings
-from modeling_hmmroformer.experiments.stages import build_corpus
-from modeling_hmmroformer.experiments.study_plan import STUDY
-from modeling_hmmroformer.experiments.training import prepare
 from probing.capture import untrained_twin
 
 ROOT = Path(__file__).resolve().parents[3]

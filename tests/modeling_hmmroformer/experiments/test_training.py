@@ -16,11 +16,10 @@ import torch
 from transformers import AutoModelForCausalLM, TrainerCallback
 
 import hmm_datasets
-from modeling_hmmroformer.experiments import training
 from modeling_hmmroformer.experiments.fields import DataSection, RunSection
-from modeling_hmmroformer.experiments.settings import config_for_corpus, load_run_config
-from modeling_hmmroformer.experiments.stages import TRAIN_COMMAND
-from modeling_hmmroformer.experiments.training import (
+from modeling_hmmroformer.experiments.running import training
+from modeling_hmmroformer.experiments.running.stages import TRAIN_COMMAND
+from modeling_hmmroformer.experiments.running.training import (
     FixedLengthCollator,
     is_complete_checkpoint,
     prepare,
@@ -28,6 +27,7 @@ from modeling_hmmroformer.experiments.training import (
     train,
     with_random_demo_counts,
 )
+from modeling_hmmroformer.experiments.settings import config_for_corpus, load_run_config
 
 ROOT = Path(__file__).resolve().parents[3]
 TINY = ROOT / "configs" / "tiny.yaml"

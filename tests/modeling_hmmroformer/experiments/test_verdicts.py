@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from modeling_hmmroformer.experiments.verdicts import (
+from modeling_hmmroformer.experiments.decisions.verdicts import (
     NA,
     NOT_TESTABLE,
     across_seeds,

@@ -12,9 +12,9 @@ from hmm_datasets.corpus import open_corpus
 from hmm_datasets.files import write_json
 from hmm_datasets.predictors import IN_CONTEXT, in_context_predictor
 from hmm_datasets.scoring import next_token_scores
-from modeling_hmmroformer.experiments import yardsticks
+from modeling_hmmroformer.experiments.analyses import yardsticks
+from modeling_hmmroformer.experiments.analyses.yardsticks import SPLITS, corpus_yardsticks, yardstick_ladder
 from modeling_hmmroformer.experiments.commands.yardstick_ladder import main
-from modeling_hmmroformer.experiments.yardsticks import SPLITS, corpus_yardsticks, yardstick_ladder
 
 ROWS = 12
 

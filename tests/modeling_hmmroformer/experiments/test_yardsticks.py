@@ -7,7 +7,7 @@ import torch
 from hmm_datasets.bayes import BayesOptimalPredictor
 from hmm_datasets.config import get_preset
 from hmm_datasets.corpus import open_corpus
-from modeling_hmmroformer.experiments.yardsticks import (
+from modeling_hmmroformer.experiments.analyses.yardsticks import (
     SPLITS,
     YARDSTICKS,
     corpus_yardsticks,

@@ -40,7 +40,7 @@ from hmm_datasets.scoring import next_token_scores
 from probing.architecture import check_causal_lm
 from probing.capture import load_causal_lm
 
-from . import layout
+from .. import layout
 from .evaluation import model_next_token_probs
 from .ladder_gate import REFERENCES
 from .yardsticks import SPLITS, ladder_predictions, test_token_mean

@@ -8,8 +8,8 @@ Plain data in, plain data out: `scripts/architectures_report.py` reads the folde
 
 from __future__ import annotations
 
+from ..analyses.claims import claim_words, decide_report
 from .aggregate import counted_statistics, ladder_places
-from .claims import claim_words, decide_report
 from .diversity import SPLITS, learner_of, setup_of, study_cells
 
 ARCHITECTURES_TITLE = "# HMMRoFormer against other architectures"  # the report's first line starts so

@@ -17,11 +17,11 @@ from collections import Counter
 
 from probing.architecture import HMM_ROFORMER
 
+from ..analyses.claims import CLAIMS, claim_words, decide_report, model_statistics
+from ..analyses.development import Development, development_from_dict
+from ..analyses.ladder_gate import LEARNERS
+from ..settings import PIPELINES
 from .aggregate import counted_statistics, ladder_places, record_splits
-from .claims import CLAIMS, claim_words, decide_report, model_statistics
-from .development import Development, development_from_dict
-from .ladder_gate import LEARNERS
-from .settings import PIPELINES
 from .verdicts import across_seeds
 
 DIVERSITY_TITLE = "# Retrieval or inference?"  # the report's first line starts so

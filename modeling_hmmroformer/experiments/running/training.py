@@ -40,10 +40,10 @@ from hmm_datasets.files import build_folder, write_atomically, write_json, write
 from hmm_datasets.scoring import flatten_scores, in_context_scores
 from probing.architecture import HMM_ROFORMER
 
-from ..modeling_hmm_roformer import HMMRoFormerForCausalLM
-from . import layout
-from .evaluation import model_next_token_log_probs
-from .settings import RunConfig
+from ...modeling_hmm_roformer import HMMRoFormerForCausalLM
+from .. import layout
+from ..analyses.evaluation import model_next_token_log_probs
+from ..settings import RunConfig
 
 logger = logging.get_logger(__name__)
 

@@ -19,15 +19,15 @@ import numpy as np
 
 from hmm_datasets.corpus import open_corpus
 
-from . import layout
-from .claims import counted, decide_report, layer_one, model_statistics, profiles
-from .development import step_of
-from .engine import differing_settings
-from .ladder_gate import model_places, past_ladder, places_across_seeds
-from .memory import recorded_memory_equivalent
-from .settings import RunConfig, Settings
+from .. import layout
+from ..analyses.claims import counted, decide_report, layer_one, model_statistics, profiles
+from ..analyses.development import step_of
+from ..analyses.ladder_gate import model_places, past_ladder, places_across_seeds
+from ..analyses.memory import recorded_memory_equivalent
+from ..analyses.yardsticks import LEARNERS, YARDSTICKS_JSON, nearest_learner
+from ..running.engine import differing_settings
+from ..settings import RunConfig, Settings
 from .verdicts import across_seeds
-from .yardsticks import LEARNERS, YARDSTICKS_JSON, nearest_learner
 
 RECORD_VERSION = 3  # bumped when a record's statistics change: older records are refused
 

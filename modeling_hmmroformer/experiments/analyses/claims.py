@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .verdicts import (
+from ..decisions.verdicts import (
     BELOW_LADDER,
     MIN_GAIN,
     NA,

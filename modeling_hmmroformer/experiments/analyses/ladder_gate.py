@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 
 from hmm_datasets.predictors import IN_CONTEXT
 
-from .verdicts import across_seeds
+from ..decisions.verdicts import across_seeds
 
 SEEN, UNSEEN = "test", "test_unseen"
 REFERENCES = {SEEN: "mixture", UNSEEN: "oracle"}  # the exact reference of each split's scale

@@ -1,6 +1,6 @@
 """One model's figures, drawn from its results' plain data: Figure 1, its memory, Lemma 1 (the
-depth-and-seed study draws its own in `study_plots`, the reports across studies in
-`report_plots`)."""
+depth-and-seed study draws its own in `figures.study`, the reports across studies in
+`figures.across`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hmm_datasets.files import write_json
 from hmm_datasets.memory import FIT_FLOOR
 from probing.figures import pyplot, save_figure
 
-from . import layout
+from .. import layout
 
 # ---- one model: Figure 1, its memory, Lemma 1 --------------------------------------------------
 LINES = {"model": ("C0", "-"), "bayes": ("k", "--"), "oracle": ("0.5", ":")}  # other predictors: dash-dot

@@ -28,14 +28,14 @@ from probing.knockout import rotary_knockout, scored_test_positions
 from probing.plots import plot_rotary_knockout, write_probe_results
 from probing.run import run_probing
 
-from . import layout
-from .development import kept_networks, place_networks
-from .evaluation import figure1, load_evaluation_data, model_next_token_probs
-from .memory import corpus_lemma1, corpus_model_memory
+from .. import layout
+from ..analyses.development import kept_networks, place_networks
+from ..analyses.evaluation import figure1, load_evaluation_data, model_next_token_probs
+from ..analyses.memory import corpus_lemma1, corpus_model_memory
+from ..analyses.yardsticks import SPLITS, corpus_yardsticks, place_model, read_yardsticks, write_yardsticks
+from ..figures.model import write_development, write_figure1, write_lemma1, write_model_memory
 from .plan import ModelRun, Pipeline, has_unseen_tasks, model_stages
-from .plots import write_development, write_figure1, write_lemma1, write_model_memory
 from .training import checkpoints, is_complete_checkpoint, kept_name, train
-from .yardsticks import SPLITS, corpus_yardsticks, place_model, read_yardsticks, write_yardsticks
 
 TRAIN_COMMAND = "modeling_hmmroformer.experiments.commands.train"  # what `accelerate launch -m` runs
 KNOCKOUT_SKIPPED = "skipped.json"  # in knockout/ of a model without rotary positions: why there is none

@@ -18,13 +18,13 @@ from collections.abc import Callable
 from hmm_datasets.files import build_folder, write_json
 from model_cards.study_reports import render_study_report
 
-from . import layout
-from .aggregate import check_records, model_record, summarize_study
+from .. import layout
+from ..decisions.aggregate import check_records, model_record, summarize_study
+from ..figures.study import plot_study
+from ..settings import flat_settings
 from .engine import RunState
 from .plan import ModelRun, Pipeline, Plan, model_stages
-from .settings import flat_settings
 from .stages import machine_description, measure_lemma1, model_runners, shared_runners, write_json_and_report
-from .study_plots import plot_study
 
 
 def study_stages(p: Pipeline, state: RunState) -> dict[str, Callable[[], None]]:

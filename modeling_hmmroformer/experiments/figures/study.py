@@ -10,7 +10,7 @@ import numpy as np
 
 from probing.figures import pyplot, save_figure
 
-from . import layout
+from .. import layout
 
 
 def seed_band(ax, x, curves: list[list[float | None]], label: str | None, color, line: str = "-") -> None:

@@ -15,11 +15,11 @@ from pathlib import Path
 from hmm_datasets.files import build_folder
 from model_cards.render import render_report, write_model_card
 
-from . import layout
+from .. import layout
+from ..analyses.summary import summarize_model_folder
 from .engine import RunState
 from .plan import MODEL_STAGES, ModelRun, Pipeline, Plan
 from .stages import machine_description, model_runners, shared_runners, write_json_and_report
-from .summary import summarize_model_folder
 
 REPRODUCE_STAGES = ("corpus", *MODEL_STAGES, "model", "report")  # on a corpus without unseen tasks
 MODEL_FILE_SUFFIXES = (".safetensors", ".json", ".py", ".yaml")  # what `model/` copies from training/

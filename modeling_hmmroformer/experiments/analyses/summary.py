@@ -24,7 +24,7 @@ from probing.names import FIGURE7_PATTERN
 from probing.records import DECIDING_POSITIONS, read_records
 from probing.summary import summarize_probe_results
 
-from . import layout
+from .. import layout
 from .claims import decide_claims, model_statistics, profiles
 from .memory import recorded_memory_equivalent
 

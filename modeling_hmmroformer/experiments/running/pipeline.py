@@ -41,7 +41,7 @@ from hmm_datasets.export import corpus_folder_problem
 from hmm_datasets.files import build_folder, write_atomically
 from hmm_datasets.names import MANIFEST_FILENAME
 
-from . import layout
+from .. import layout
 from .engine import (
     RunState,
     StageRecord,

@@ -14,7 +14,7 @@ import numpy as np
 from hmm_datasets.files import write_json, write_text
 from probing.figures import pyplot, save_figure
 
-from . import layout
+from .. import layout
 
 VARIANTS = {"known": "task known (oracle)", "mixture": "task unknown (mixture over the family)"}
 
@@ -97,7 +97,7 @@ def lemma1_report(result: dict) -> str:
         "# Lemma 1 on HMMs built to test it",
         "",
         "Made by `python scripts/lemma1.py` (`hmm_datasets.lemma1_family`, "
-        "`modeling_hmmroformer.experiments.lemma1`); what it measures: the repository's `docs/memory.md`.",
+        "`modeling_hmmroformer.experiments.analyses.lemma1`); what it measures: the repository's `docs/memory.md`.",
         "",
         f"Family: S = {family['num_states']} states, V = {family['vocab_size']} tokens, "
         f"{len(family['levels'])} γ levels × {family['hmms_per_level']} HMMs, transitions "

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import torch
 
-from . import layout
+from .. import layout
+from ..settings import CONFIGS_DIR, RunConfig, Settings, fingerprint, flat_settings, load_run_config
 from .engine import RunState
-from .settings import CONFIGS_DIR, RunConfig, Settings, fingerprint, flat_settings, load_run_config
 from .training import kept_steps
 
 MODEL_STAGES = ("train", "evaluate", "probe", "memory", "knockout")

@@ -1,5 +1,5 @@
 """Figures of the reports across studies: the task-diversity study across K
-(`diversity.summarize_diversity`) and the claims by architecture. Apart from `plots`, so that a
+(`diversity.summarize_diversity`) and the claims by architecture. Apart from `figures.model`, so that a
 reproduction's or one study's figures do not load the code of the studies across them."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import numpy as np
 
 from probing.figures import pyplot, save_figure
 
-from .diversity import SPLITS, claim_against_k
-from .study_plots import legend
+from ..decisions.diversity import SPLITS, claim_against_k
+from .study import legend
 
 # ---- the task-diversity study across K (`diversity.summarize_diversity`) ------------------------
 FLOOR_LINES = {"twin": ("-", "over the untrained twin"), "tokens": (":", "over the token-only baseline")}
@@ -196,7 +196,7 @@ def plot_phase_diagram(records: list[dict], path: str | Path) -> Path:
     """Per split, every kept network of every record at (training tokens, K), coloured by its
     phase label (`development.phase_label`); records of one K (seeds, HMM draws) side by side
     in a narrow band around it. Step 0 and networks without a token count are left out."""
-    from .plots import SPLIT_TITLES, phase_color
+    from .model import SPLIT_TITLES, phase_color
 
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.2), squeeze=False)
@@ -233,7 +233,7 @@ def plot_cell_development(records: list[dict], path: str | Path) -> Path:
     KL from the split's reference against training tokens (thin), their mean at the steps all
     share (thick), and the mean over the records of every rung's and prior-level Bayes's KL as
     horizontal lines. Step 0 and networks without a token count are left out."""
-    from .plots import SPLIT_TITLES, development_axes, rung_lines
+    from .model import SPLIT_TITLES, development_axes, rung_lines
 
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), squeeze=False)

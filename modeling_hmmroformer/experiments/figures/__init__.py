@@ -1,0 +1,8 @@
+"""Every figure, drawn from its results' plain data:
+
+    model   one model's figures: Figure 1, its memory, Lemma 1, its development
+    study   a study's figures by depth
+    across  the figures across K and across architectures
+
+Every module of this folder once (`tests/test_package_layers.py` checks it).
+"""
