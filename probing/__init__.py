@@ -13,7 +13,7 @@ first use: `import probing.config` (the settings of a run) stays light, so `scri
 import importlib
 
 _EXPORTS = {  # name -> the module of this package that defines it
-    "ProbeSettings": "probes",
+    "FitSettings": "probes",
     "attention_weights": "capture",
     "capture_attention_logits": "capture",
     "capture_hidden_states": "capture",

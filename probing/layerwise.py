@@ -26,7 +26,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .probes import (
-    ProbeSettings,
+    FitSettings,
     bootstrap_accuracies,
     fit_probes,
     interval,
@@ -69,7 +69,7 @@ def layer_accuracy_hits(
     targets: list[str],
     row_groups: dict[str, np.ndarray],
     split: tuple[np.ndarray, np.ndarray],
-    settings: ProbeSettings,
+    settings: FitSettings,
 ) -> dict[str, np.ndarray]:
     """`target -> [R_test, P]` int8 of one layer `features [R, P, D]`: 1 where the target's
     probe answers a probe-test position right, 0 where wrong, -1 where not scored.
@@ -225,7 +225,7 @@ def layerwise_probes(
     row_groups: dict[str, np.ndarray],
     split: tuple[np.ndarray, np.ndarray],
     *,
-    settings: ProbeSettings,
+    settings: FitSettings,
     membership: np.ndarray | None = None,
     groups: tuple[str, ...] = ("all",),
     num_resamples: int = 1000,
@@ -272,7 +272,7 @@ def accuracy_curves(
     targets: list[str],
     split: tuple[np.ndarray, np.ndarray],
     halves: list[tuple[np.ndarray, np.ndarray]],
-    settings: ProbeSettings,
+    settings: FitSettings,
     progress: bool = True,
 ) -> dict[str, dict[str, list]]:
     """`target -> {"all": [layers], "halves_apart": [[layers], [layers]]}` at every layer of

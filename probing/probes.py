@@ -25,7 +25,7 @@ from .config import ProbeConfig
 
 
 @dataclass(frozen=True)
-class ProbeSettings:
+class FitSettings:
     """How a probe is fitted: L2 penalty on the weights, L-BFGS iterations (both a probing run's
     own, `ProbeConfig`'s, by default), device, and when its batched fit counts as converged: its
     loss changes by less than `tolerance` relative to it on a step that decreased it enough, while
@@ -46,7 +46,7 @@ def standardize(train: torch.Tensor, test: torch.Tensor) -> tuple[torch.Tensor, 
     return (train - mean) / std, (test - mean) / std
 
 
-def fit_linear_probe(features: torch.Tensor, labels: torch.Tensor, num_classes: int, settings: ProbeSettings):
+def fit_linear_probe(features: torch.Tensor, labels: torch.Tensor, num_classes: int, settings: FitSettings):
     """A `nn.Linear` fitted by L-BFGS to minimise cross-entropy + l2/2 |W|^2 (full batch)."""
     torch.manual_seed(0)
     probe = nn.Linear(features.shape[1], num_classes).to(features.device)
@@ -138,7 +138,7 @@ CONSTANT_SPREAD = 100
 
 
 def fit_probes(
-    features: torch.Tensor, labels: torch.Tensor, num_classes: torch.Tensor, settings: ProbeSettings
+    features: torch.Tensor, labels: torch.Tensor, num_classes: torch.Tensor, settings: FitSettings
 ) -> Probes:
     """B multinomial logistic probes fitted at once, each minimising what `fit_linear_probe`
     minimises on its own positions: mean cross-entropy + l2/2 |W|^2 on standardised features
@@ -354,7 +354,7 @@ def probe_hits(
     train_y: np.ndarray,
     test_x: torch.Tensor,
     test_y: np.ndarray,
-    settings: ProbeSettings,
+    settings: FitSettings,
 ) -> np.ndarray:
     """`[N_test]` bool: which test positions a probe fitted on the train positions gets right.
 

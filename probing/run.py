@@ -57,7 +57,7 @@ from .layerwise import (
     probe_targets,
     relative_depth,
 )
-from .probes import ProbeSettings
+from .probes import FitSettings
 from .records import DECIDING_POSITIONS, POSITION_GROUPS, RECORDS_VERSION, Network, RecordSet
 from .shuffle import shuffle_patterns, shuffle_records, shuffle_test
 
@@ -90,7 +90,7 @@ def run_probing(
     layers = resolve_layers(model, config.layers)
     test_ids = shuffle_test_rows(corpus, config)
     device = str(model_device(model))
-    settings = ProbeSettings(config.l2, config.max_iter, device)
+    settings = FitSettings(config.l2, config.max_iter, device)
     timings: dict[str, float] = {}
 
     with timed(timings, "capture"):
@@ -311,7 +311,7 @@ def capture(
     return Features(captured[: len(layers)], captured[len(layers) :])
 
 
-def probe_settings(probe: ProbeRows, config: ProbeConfig, settings: ProbeSettings, progress: bool) -> dict:
+def probe_settings(probe: ProbeRows, config: ProbeConfig, settings: FitSettings, progress: bool) -> dict:
     """The keyword arguments every `layerwise_probes` call of a run shares."""
     return {
         "settings": settings,
@@ -370,7 +370,7 @@ def claim_splits(
     beliefs: dict[str, np.ndarray],
     corpus: Corpus,
     config: ProbeConfig,
-    settings: ProbeSettings,
+    settings: FitSettings,
     progress: bool,
 ) -> dict:
     """The curves the claims read on each of `config.split_seeds`' probe splits, for each network
@@ -496,7 +496,7 @@ def split_curves(
     inputs: SplitInputs,
     split,
     seed: int,
-    settings: ProbeSettings,
+    settings: FitSettings,
     progress: bool,
 ) -> dict:
     """The curves the claims read, on one probe split, for every network (`networks`: name ->

@@ -13,7 +13,7 @@ from probing.layerwise import (
     headroom_records,
     layerwise_probes,
 )
-from probing.probes import ProbeSettings, token_majority_hits
+from probing.probes import FitSettings, token_majority_hits
 from probing.records import RecordSet
 
 ROWS, POSITIONS, TOKENS, CLASSES = 80, 20, 8, 5
@@ -45,7 +45,7 @@ def probe(features, labels, draws=None):
         ["target"],
         {"target": np.zeros(ROWS, dtype=np.int64)},
         SPLIT,
-        settings=ProbeSettings(),
+        settings=FitSettings(),
         num_resamples=200,
         draws=draws,
         progress=False,
@@ -114,7 +114,7 @@ def test_a_probe_is_scored_on_rows_it_was_not_fitted_on():
         "target": rng.integers(0, CLASSES, size=(ROWS, POSITIONS)),
         "token": np.zeros((ROWS, POSITIONS)),
     }
-    common = {"settings": ProbeSettings(), "num_resamples": 50, "progress": False}
+    common = {"settings": FitSettings(), "num_resamples": 50, "progress": False}
     args = (features, [0], labels, ["target"], {"target": np.zeros(ROWS, dtype=np.int64)})
     held_out, _ = layerwise_probes(*args, SPLIT, **common)
     assert RecordSet(held_out).find("target", "accuracy", 0).value < 1 / CLASSES + 0.05
@@ -149,7 +149,7 @@ def test_the_batched_probes_answer_as_one_reference_fit_per_probe():
     rows = features.shape[0]
     split = (np.arange(0, rows, 2), np.arange(1, rows, 2))
     groups = {"a": np.zeros(rows, dtype=np.int64), "b": np.arange(rows) % 3}  # "b": one probe per row group
-    fast = layer_accuracy_hits(features, labels, ["a", "b"], groups, split, ProbeSettings())
+    fast = layer_accuracy_hits(features, labels, ["a", "b"], groups, split, FitSettings())
     for target in ("a", "b"):
         for group in np.unique(groups[target]):
             train, test = (rows_[groups[target][rows_] == group] for rows_ in split)
@@ -159,7 +159,7 @@ def test_the_batched_probes_answer_as_one_reference_fit_per_probe():
                 features[test][torch.as_tensor(y_test >= 0)],
             )
             reference = probe_hits(
-                x_train, y_train[y_train >= 0], x_test, y_test[y_test >= 0], ProbeSettings(max_iter=500)
+                x_train, y_train[y_train >= 0], x_test, y_test[y_test >= 0], FitSettings(max_iter=500)
             )
             batched = fast[target][np.searchsorted(split[1], test)][y_test >= 0]
             assert 0.3 < reference.mean() < 0.95  # neither chance nor separable
@@ -174,8 +174,8 @@ def test_a_probe_fitted_in_a_batch_is_the_probe_fitted_alone():
     features, labels = overlapping_classes(seed=4)
     x = features.reshape(-1, features.shape[-1])
     y = torch.as_tensor(np.stack([labels["a"].reshape(-1), labels["b"].reshape(-1)]))
-    both = fit_probes(x, y, torch.tensor([CLASSES, CLASSES]), ProbeSettings())
-    alone = fit_probes(x, y[1:], torch.tensor([CLASSES]), ProbeSettings())
+    both = fit_probes(x, y, torch.tensor([CLASSES, CLASSES]), FitSettings())
+    alone = fit_probes(x, y[1:], torch.tensor([CLASSES]), FitSettings())
     assert torch.equal(both.predict(x)[1], alone.predict(x)[0])
     assert torch.allclose(both.weights[1], alone.weights[0], atol=1e-4)
 
@@ -262,7 +262,7 @@ def test_probe_fits_reach_the_minimum_with_constant_and_collinear_features():
     labels overlapping (one finite minimum): the batched fit's loss equals a float64 reference
     minimum (torch's L-BFGS run to its tolerances on the varying features alone), and the
     constant features get no weight. One line search or a few steps stop far above it."""
-    from probing.probes import ProbeSettings, fit_probes, probe_loss_and_grad
+    from probing.probes import FitSettings, fit_probes, probe_loss_and_grad
 
     features, labels = overlapping_classes(seed=5, rows=40, dim=6)
     x = features.reshape(-1, 6)
@@ -270,7 +270,7 @@ def test_probe_fits_reach_the_minimum_with_constant_and_collinear_features():
         [x, x[:, :2].sum(1, keepdim=True), torch.zeros(len(x), 3), torch.full((len(x), 2), -0.18)], 1
     )
     y = torch.as_tensor(labels["a"].reshape(1, -1))
-    settings = ProbeSettings()
+    settings = FitSettings()
 
     def loss_of(probes) -> float:
         weight = torch.full((1, 1, len(x)), 1.0 / len(x))
@@ -295,5 +295,5 @@ def test_probe_fits_reach_the_minimum_with_constant_and_collinear_features():
     optimizer.step(closure)
     minimum = float(closure().detach())
     assert loss_of(probes) == pytest.approx(minimum, rel=1e-5, abs=1e-6)
-    early = fit_probes(x, y, torch.tensor([CLASSES]), ProbeSettings(max_iter=3))
+    early = fit_probes(x, y, torch.tensor([CLASSES]), FitSettings(max_iter=3))
     assert loss_of(early) > minimum + 1e-3  # what the comparison would catch

@@ -13,10 +13,10 @@ from probing import run as run_module
 from probing.config import ProbeConfig
 from probing.labels import PREVIOUS_TOKEN_FLOOR, TOKEN_BLOCKS, split_rows, token_features
 from probing.layerwise import accuracy_curves, layer_accuracy_hits
-from probing.probes import ProbeSettings
+from probing.probes import FitSettings
 from probing.run import Features, claim_splits, half_splits, probe_beliefs, probe_rows, row_halves
 
-SETTINGS = ProbeSettings(1e-3, 50, "cpu")
+SETTINGS = FitSettings(1e-3, 50, "cpu")
 CONFIG = ProbeConfig(
     num_probe_tasks=4, rows_per_task=12, positions_per_row=24, distances=(1, 2), num_splits=2
 )

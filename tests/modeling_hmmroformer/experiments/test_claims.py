@@ -31,7 +31,7 @@ from probing.labels import (
     split_rows,
     token_features,
 )
-from probing.probes import ProbeSettings
+from probing.probes import FitSettings
 from probing.run import FloorFeatures, ProbeConfig, SplitInputs, run_probing, split_curves
 
 BY_KEY = {claim.key: claim for claim in CLAIMS}
@@ -241,7 +241,7 @@ def test_a_network_holding_only_token_features_is_the_floor_where_the_floor_hold
         blocks={"previous_tokens": floor_blocks, "beliefs": list(TOKEN_BLOCKS)},
     )
     networks = {"trained": features[None].repeat(3, 1, 1, 1), "tokens": floor}
-    curves = split_curves(networks, inputs, split, 0, ProbeSettings(1e-3, 50, "cpu"), progress=False)
+    curves = split_curves(networks, inputs, split, 0, FitSettings(1e-3, 50, "cpu"), progress=False)
     assert curves["ceiling"]["beliefs"]["task_posterior"]["log_r2"][0] > 0.99  # the exact log posterior
     nets = {
         name: {"depth": 2, "probe_depth": [0, 0.5, 1], "attention_depth": [0.5, 1.0], **curves[name]}
