@@ -41,7 +41,9 @@ def test_the_direct_write_finder_sees_each_kind_of_write():
     assert [line.split(":")[0] for line in direct_writes(source)] == [f"line {n}" for n in range(1, 6)]
 
 
-@pytest.mark.parametrize("module", sorted(EXPERIMENTS.glob("*.py")), ids=lambda path: path.name)
+@pytest.mark.parametrize(
+    "module", sorted(EXPERIMENTS.rglob("*.py")), ids=lambda path: str(path.relative_to(EXPERIMENTS))
+)
 def test_no_experiment_module_writes_a_file_around_the_atomic_writer(module):
     """A direct write killed half-way leaves a half file that looks complete (a run config a
     checkpoint is judged complete by, a train_results.json a finished run is judged by)."""
