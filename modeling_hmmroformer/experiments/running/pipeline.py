@@ -244,17 +244,19 @@ def workers(
     what: str = "",
 ):
     """`models`' stages (`names`, or all of them) in `jobs` spawned worker processes, each with
-    an equal share of this process's threads, while the body of the `with` runs; on leaving,
-    waits for them. A worker's error stops the models not started and is raised once the running
-    ones end."""
+    an equal share of this process's threads, while the body of the `with` runs with the threads
+    they leave (`threads_beside`); on leaving, waits for them. A worker's error stops the models
+    not started and is raised once the running ones end."""
     if not models:
         yield
         return
-    threads = max(1, torch.get_num_threads() // jobs)
+    total = torch.get_num_threads()
+    threads = max(1, total // jobs)
     log(f"{what}{len(models)} models in {jobs} processes {where}, {threads} thread(s) each ...")
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
         futures = [pool.submit(run_model_stages, p, m, threads, jobs, names) for m in models]
+        torch.set_num_threads(threads_beside(total, threads * min(jobs, len(models))))
         try:
             yield
             for future in concurrent.futures.as_completed(futures):
@@ -262,6 +264,16 @@ def workers(
         except BaseException:
             pool.shutdown(cancel_futures=True)
             raise
+        finally:
+            torch.set_num_threads(total)
+
+
+def threads_beside(total: int, busy: int) -> int:
+    """The threads this process keeps while workers use `busy` of its `total`: those they leave,
+    and one where they leave none. A thread on a core a worker keeps busy makes its process's
+    other threads wait for it at every operation: on 2 cores, the shared stages' two threads
+    beside two one-thread trainings held each training to about half its speed."""
+    return max(1, total - busy)
 
 
 def run_model_stages(

@@ -22,12 +22,14 @@ from modeling_hmmroformer.experiments.decisions.aggregate import (
     kl_by_test_position,
     time_row,
 )
+from modeling_hmmroformer.experiments.running import study_plan
 from modeling_hmmroformer.experiments.running.engine import write_state
 from modeling_hmmroformer.experiments.running.pipeline import (
     check_reuse,
     read_pipeline_state,
     reuse_shared_stages,
     run_pipeline,
+    threads_beside,
 )
 from modeling_hmmroformer.experiments.running.plan import MODEL_STAGES, make_pipeline
 from modeling_hmmroformer.experiments.running.stages import build_corpus
@@ -363,16 +365,23 @@ def without_times(record):
     return [without_times(value) for value in record] if isinstance(record, list) else record
 
 
-def test_models_side_by_side_give_the_records_of_one_at_a_time(tmp_path, quick_studied):
+def test_models_side_by_side_give_the_records_of_one_at_a_time(tmp_path, quick_studied, monkeypatch):
     """The session's quick study ran its models one at a time, with one thread (OMP_NUM_THREADS=1)."""
-    threads, logged = torch.get_num_threads(), []
+    threads, logged, lemma1_threads = torch.get_num_threads(), [], []
     side_by_side = quick_study(tmp_path / "two", depths=(2,), seeds=(0, 1))
+    lemma1 = study_plan.measure_lemma1
+    monkeypatch.setattr(
+        study_plan, "measure_lemma1", lambda p: lemma1_threads.append(torch.get_num_threads()) or lemma1(p)
+    )
     torch.set_num_threads(2)  # shared by two workers: one thread each
     try:
         run_pipeline(side_by_side, log=logged.append, jobs=2)
+        threads_after = torch.get_num_threads()
     finally:
         torch.set_num_threads(threads)
     assert "2 models in 2 processes side by side, 1 thread(s) each ..." in logged
+    # Lemma 1 ran here beside the two trainings on the one thread they left, then the threads came back
+    assert lemma1_threads == [1] and threads_after == 2
     # their training started once the corpus was there, before Lemma 1 and the yardsticks ran here
     training = logged.index("training 2 models in 2 processes beside the shared stages, 1 thread(s) each ...")
     shared = [i for i, line in enumerate(logged) if line.endswith(("] lemma1 ...", "] yardsticks ..."))]
@@ -393,6 +402,13 @@ def test_models_side_by_side_give_the_records_of_one_at_a_time(tmp_path, quick_s
     assert [line for line in logged if line.endswith("...")] == [
         f"[{i}/16] {name} depth2 seed1 ..." for i, name in enumerate((*MODEL_STAGES, "record"), start=10)
     ] + ["[16/16] report ..."]
+
+
+@pytest.mark.parametrize(
+    ("total", "busy", "kept"), [(2, 2, 1), (2, 1, 1), (4, 2, 2), (16, 16, 1), (16, 8, 8)]
+)
+def test_the_study_process_keeps_the_threads_its_workers_leave_and_at_least_one(total, busy, kept):
+    assert threads_beside(total, busy) == kept
 
 
 @pytest.mark.parametrize("jobs", [0, 1.5, True])
