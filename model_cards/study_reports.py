@@ -73,6 +73,7 @@ def render_diversity_report(summary: dict, figures: dict[str, str]) -> str:
     return template.render(
         s=summary,
         status_line=diversity_status_line(summary),
+        seeds_per_cell=seeds_per_cell_text(summary["cells"]),
         group_name=group_name,
         rung_keys=list(RUNGS),
         rung_names=list(RUNGS.values()),
@@ -99,6 +100,16 @@ def render_diversity_report(summary: dict, figures: dict[str, str]) -> str:
             },
         },
     )
+
+
+NUMBER_WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+
+
+def seeds_per_cell_text(cells: list[dict]) -> str:
+    """How many training seeds each study cell has, in words: "six", or "two to six" where they differ."""
+    counts = sorted({len(cell["seeds"]) for cell in cells})
+    words = [NUMBER_WORDS[n] if n < len(NUMBER_WORDS) else str(n) for n in (counts[0], counts[-1])]
+    return words[0] if counts[0] == counts[-1] else f"{words[0]} to {words[1]}"
 
 
 def render_architectures_report(summary: dict, figures: dict[str, str]) -> str:

@@ -107,11 +107,16 @@ def test_the_committed_reproduction_report_and_card_are_its_results_rendered_aga
 
 
 @pytest.mark.parametrize(
-    "name, render", [("diversity", render_diversity_report), ("architectures", render_architectures_report)]
+    "name, render",
+    [
+        ("diversity", render_diversity_report),
+        ("inference", render_diversity_report),
+        ("architectures", render_architectures_report),
+    ],
 )
 def test_the_committed_reports_across_studies_are_their_results_rendered_again(name, render):
-    """results/diversity's and results/architectures' REPORT.md are today's renderer's output of
-    their results.json, byte for byte."""
+    """results/diversity's, results/inference's and results/architectures' REPORT.md are today's
+    renderer's output of their results.json, byte for byte."""
     folder = ROOT / "results" / name
     summary = json.loads((folder / "results.json").read_text())
     assert render(summary, summary["figures"]) == (folder / "REPORT.md").read_text()

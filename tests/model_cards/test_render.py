@@ -148,3 +148,12 @@ def test_the_ladder_text_shows_a_kl_rounded_below_zero_as_zero():
     lines = ladder_text(ladder, "the ladder").splitlines()
     assert lines[1:3] == ["  0.350  PPM-C  KL 0.435", "  0.433  oracle  KL 0.000"]
     assert "(PPM-C) to Bayes closed: +0.10 (above it)" in lines[3]
+
+
+@pytest.mark.parametrize(
+    ("seeds", "text"), [((6, 6), "six"), ((2,), "two"), ((2, 6, 2), "two to six"), ((12,), "12")]
+)
+def test_the_report_across_k_says_how_many_seeds_each_cell_trains(seeds, text):
+    from model_cards.study_reports import seeds_per_cell_text
+
+    assert seeds_per_cell_text([{"seeds": list(range(n))} for n in seeds]) == text

@@ -2,6 +2,7 @@
 p-values and intervals must be those its results.json publishes. A change to the rule's code
 that would change a published verdict fails here until the results are regenerated on purpose
 (`scripts/diversity_report.py --redecide results/diversity --readme README.md`,
+`scripts/diversity_report.py --redecide results/inference`,
 `scripts/architectures_report.py --redecide results/architectures`)."""
 
 import json
@@ -49,9 +50,10 @@ def check(committed: dict, redecided: dict, groups: str) -> None:
                 assert same_numbers(effect[key], new["floors"][floor][key]), f"{where} over {floor} {key}"
 
 
-def test_the_diversity_study_is_its_records_decided_again():
-    committed = json.loads((RESULTS / "diversity" / "results.json").read_text())
-    check(committed, redecide_diversity(*committed_report(RESULTS / "diversity")), "decided")
+@pytest.mark.parametrize("family", ["diversity", "inference"])
+def test_the_studies_across_k_are_their_records_decided_again(family):
+    committed = json.loads((RESULTS / family / "results.json").read_text())
+    check(committed, redecide_diversity(*committed_report(RESULTS / family)), "decided")
 
 
 def test_the_architecture_comparison_is_its_records_decided_again():
