@@ -245,7 +245,7 @@ def hmm_sparsity(run: dict) -> dict:
 def probe_accuracies(features: torch.Tensor, run: dict) -> dict:
     """Accuracy of the repository's probes (probing.layerwise) per layer and distance, all positions."""
     from probing.layerwise import layerwise_probes
-    from probing.probes import ProbeSettings
+    from probing.probes import FitSettings
 
     targets = [f"previous_token_{k}" for k in DISTANCES]
     groups = {t: np.zeros(len(run["rows"]["task_id"]), dtype=np.int64) for t in targets}
@@ -256,7 +256,7 @@ def probe_accuracies(features: torch.Tensor, run: dict) -> dict:
         targets,
         groups,
         (run["train"], run["test"]),
-        settings=ProbeSettings(1e-3, 100, "cpu"),
+        settings=FitSettings(1e-3, 100, "cpu"),
         num_resamples=1,
         seed=SEED,
         progress=False,
