@@ -136,7 +136,7 @@ def shared_stage_settings(flat: dict[str, object]) -> dict[str, object]:
     return {name: value for name, value in flat.items() if name.startswith(SHARED_STAGE_SETTINGS)}
 
 
-def check_reuse(p: Pipeline, source: Path) -> dict:
+def check_reuse(p: Pipeline, source: Path) -> RunState:
     """The state of `source`, a study folder whose shared stages `p` can take: `ValueError` for a
     folder that is not a study's, or whose corpus settings differ (naming them)."""
     path = source / p.plan.state_file
@@ -154,18 +154,18 @@ def check_reuse(p: Pipeline, source: Path) -> dict:
             f"--reuse {source}: its corpus, Lemma 1 and yardsticks were made with other settings "
             f"({differing_settings(there, here)}); nothing was copied"
         )
-    return theirs
+    return RunState.from_dict(theirs)
 
 
 def reuse_shared_stages(
-    p: Pipeline, state: RunState, source: Path, theirs: dict, log: Callable[[str], None]
+    p: Pipeline, state: RunState, source: Path, theirs: RunState, log: Callable[[str], None]
 ) -> None:
     """Copy each shared stage (corpus, Lemma 1, yardsticks) that `source` completed (`theirs`: its
     state, as `check_reuse` returned it) and `p` has not, and the exact memory-L predictions it
     shares with its workers: the same settings make the same bytes, so another architecture or
     training on one corpus is placed on the same yardsticks."""
     for stage, name in SHARED_STAGES.items():
-        if stage in state.stages or stage not in theirs["stages"] or not (source / name).is_dir():
+        if stage in state.stages or stage not in theirs.stages or not (source / name).is_dir():
             continue
         started = time.perf_counter()
         build_folder(
