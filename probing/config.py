@@ -1,40 +1,51 @@
 """The settings of a probing run (`probing.run.run_probing`, `scripts/probe.py`), validated.
 
-This module imports only the standard library: `scripts/probe.py --help` shows these defaults
-without importing torch.
+Each field carries its one line of help: `scripts/probe.py` reads its options from this class
+with transformers' `HfArgumentParser` (`--num_probe_tasks 4` or `--num-probe-tasks 4`, lists as
+`--distances 1 2 3`). This module imports only the standard library.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Literal
+
+
+def _setting(default, help: str):
+    """A field with its default (a list copied per instance) and its one line of help."""
+    if isinstance(default, list):
+        return dataclasses.field(default_factory=lambda: list(default), metadata={"help": help})
+    return dataclasses.field(default=default, metadata={"help": help})
 
 
 @dataclass
 class ProbeConfig:
     """Every setting of a probing run (validated; see docs/probing.md)."""
 
-    num_probe_tasks: int = 16
-    rows_per_task: int = 64
-    positions_per_row: int | None = 48
-    distances: tuple[int, ...] = (1, 2, 3, 4, 5)
-    layers: tuple[int, ...] | None = None
-    probe_train_fraction: float = 0.5
-    l2: float = 1e-3
-    max_iter: int = 100
-    num_resamples: int = 1000
-    shuffle_rows: int | None = None  # None: min(256, the corpus's test rows)
-    attention_rows: tuple[int, ...] = (0,)
-    dtype: str = "float16"
-    batch_size: int = 64
-    seed: int = 0
-    num_splits: int = 3  # probe splits the claim curves are measured on (seeds seed, seed + 1, ...)
+    num_probe_tasks: int = _setting(16, "tasks probed")
+    rows_per_task: int = _setting(64, "rows per task")
+    positions_per_row: int | None = _setting(48, "observation positions kept per row (0: every one)")
+    distances: list[int] = _setting([1, 2, 3, 4, 5], "previous-token distances")
+    layers: list[int] | None = _setting(None, "hidden-state indices, 0 = embeddings (default: all)")
+    probe_train_fraction: float = _setting(0.5, "fraction of the probe rows the probes are fit on")
+    l2: float = _setting(1e-3, "the probes' weight penalty (l2 / 2 |W|^2)")
+    max_iter: int = _setting(100, "L-BFGS iterations of each probe's fit")
+    num_resamples: int = _setting(1000, "bootstrap resamples")
+    shuffle_rows: int | None = _setting(None, "rows of the shuffle test (default: up to 256)")
+    attention_rows: list[int] = _setting([0], "Figure 7's test rows")
+    dtype: Literal["float16", "float32"] = _setting("float16", "storage of the captures")
+    batch_size: int = _setting(64, "rows a forward pass")
+    seed: int = _setting(0, "seed of the probe rows and resamples")
+    num_splits: int = _setting(3, "probe splits the claim curves are measured on (seeds seed, seed + 1, ...)")
 
     def __post_init__(self) -> None:
-        self.distances = tuple(int(d) for d in self.distances)
-        self.attention_rows = tuple(int(r) for r in self.attention_rows)
+        self.distances = [int(d) for d in self.distances]
+        self.attention_rows = [int(r) for r in self.attention_rows]
         if self.layers is not None:
-            self.layers = tuple(int(layer) for layer in self.layers)
+            self.layers = [int(layer) for layer in self.layers]
+        if self.positions_per_row == 0:  # the command line's "every position"
+            self.positions_per_row = None
         for name in (
             "num_probe_tasks",
             "rows_per_task",
@@ -48,7 +59,7 @@ class ProbeConfig:
                 raise ValueError(f"{name}={value!r} must be a positive integer.")
         if self.positions_per_row is not None and self.positions_per_row < 1:
             raise ValueError(
-                f"positions_per_row={self.positions_per_row} must be positive (or None for all)."
+                f"positions_per_row={self.positions_per_row} must be positive (0 or None: every position)."
             )
         if not 0 < self.probe_train_fraction < 1:
             raise ValueError(
@@ -60,6 +71,8 @@ class ProbeConfig:
             raise ValueError(
                 f"shuffle_rows={self.shuffle_rows!r} must be a positive integer (or None: up to 256)."
             )
+        if self.seed < 0:
+            raise ValueError(f"seed={self.seed} must be >= 0.")
         if self.l2 < 0:
             raise ValueError(f"l2={self.l2} must be >= 0.")
         if not self.distances:

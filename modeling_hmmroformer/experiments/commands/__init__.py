@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
+from transformers import HfArgumentParser
+
 from .. import layout
 from ..running.engine import RunState
 
@@ -76,18 +78,30 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return f"{help} (default: %(default)s)"
 
 
-class Parser(argparse.ArgumentParser):
-    """`argparse.ArgumentParser` whose errors are one line (`error_line`), without the usage
-    lines: `--help` shows those. Its `prog` is argparse's, the command typed (`hmm-reproduce`
+class Parser(HfArgumentParser):
+    """transformers' `HfArgumentParser` (the options of any dataclasses given, as
+    `parse_args_into_dataclasses` reads them) whose errors are one line (`error_line`), without
+    the usage lines: `--help` shows those. Its `prog` is argparse's, the command typed (`hmm-reproduce`
     through the console scripts, `reproduce.py` for `python scripts/reproduce.py`), and its
     `--help` shows each option's default (`HelpFormatter`)."""
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, dataclass_types=None, **kwargs) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
-        super().__init__(*args, **kwargs)
+        super().__init__(dataclass_types, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, error_line(f"{message} ({self.prog} --help lists the options)") + "\n")
+
+    def parse_args_into_dataclasses(self, args: list[str] | None = None, **_) -> tuple:
+        """The dataclasses and the other options' namespace, from `args` only (no `.args` file);
+        an option no one reads is an argparse error, as `parse_args` has it. `ValueError`: a
+        value a dataclass refuses."""
+        *parsed, rest = super().parse_args_into_dataclasses(
+            args, return_remaining_strings=True, look_for_args_file=False
+        )
+        if rest:
+            self.error(f"unrecognized arguments: {' '.join(rest)}")
+        return tuple(parsed)
 
 
 def at_least(minimum: int) -> Callable[[str], int]:

@@ -17,7 +17,6 @@ initialisation (its training seed) as a control; --no-control skips it.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -35,52 +34,16 @@ from probing.summary import format_summary
 
 from ..analyses.summary import model_claims
 from ..settings import checkpoint_seed
-from . import Parser, at_least, refuse
-
-
-def integers(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from error
-
-
-PROBE_OPTIONS = {  # ProbeConfig field -> (type on the command line, what it sets)
-    "num_probe_tasks": (at_least(1), "tasks probed"),
-    "rows_per_task": (at_least(1), "rows per task"),
-    "positions_per_row": (at_least(0), "positions per row, 0: every observation position"),
-    "distances": (integers, "previous-token distances"),
-    "layers": (integers, "hidden-state indices, 0 = embeddings"),
-    "shuffle_rows": (at_least(1), "rows of the shuffle test"),
-    "attention_rows": (integers, "Figure 7's test rows"),
-    "num_resamples": (at_least(1), "bootstrap resamples"),
-    "batch_size": (at_least(1), "rows a forward pass"),
-    "seed": (at_least(0), "seed of the probe rows and resamples"),
-    "num_splits": (at_least(1), "probe splits the claims are averaged over"),
-}
+from . import Parser, refuse
 
 
 def main(argv: list[str] | None = None) -> int:
-    defaults = ProbeConfig()
-    parser = Parser(description=__doc__)
+    parser = Parser(ProbeConfig, description=__doc__)  # every ProbeConfig field is an option
     parser.add_argument("--model", required=True, help="checkpoint folder or Hub model id")
     parser.add_argument(
         "--data", help="corpus preset, folder or Hub dataset id (default: the checkpoint's corpus)"
     )
     parser.add_argument("--out", help="output folder (default: <model>/probes)")
-    for name, (kind, meaning) in PROBE_OPTIONS.items():
-        default = getattr(defaults, name)
-        shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
-        shown = {"layers": "all", "shuffle_rows": "up to 256"}.get(name, shown)
-        parser.add_argument(
-            f"--{name.replace('_', '-')}", type=kind, default=default, help=f"{meaning} (default: {shown})"
-        )
-    parser.add_argument(
-        "--dtype",
-        choices=("float16", "float32"),
-        default=defaults.dtype,
-        help=f"storage of the captures (default: {defaults.dtype})",
-    )
     parser.add_argument(
         "--control-seed",
         type=int,
@@ -88,7 +51,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-control", action="store_true", help="skip the untrained-model control")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
-    args = parser.parse_args(argv)
+    try:
+        config, args = parser.parse_args_into_dataclasses(argv)
+    except ValueError as error:  # a setting ProbeConfig refuses
+        return refuse(error)
     started = time.perf_counter()
     if args.quiet:  # transformers' own bar (loading weights) too
         transformers.utils.logging.disable_progress_bar()
@@ -96,8 +62,6 @@ def main(argv: list[str] | None = None) -> int:
         folder = checkpoint_folder(args.model)
         if folder is None and args.out is None:
             raise ValueError("--out is required when --model is a Hub id")
-        values = {name: getattr(args, name) for name in (*PROBE_OPTIONS, "dtype")}
-        config = ProbeConfig(**{**values, "positions_per_row": args.positions_per_row or None})
         model = load_causal_lm(args.model, check=check_causal_lm)
         corpus = open_corpus(args.data or checkpoint_corpus(args.model))
         control = None

@@ -267,7 +267,7 @@ def test_the_corpus_loads_by_repo_id_with_its_parameters(hub, published, tmp_pat
 
 
 PROBE_SETTINGS = ["--num-probe-tasks", "4", "--rows-per-task", "8", "--positions-per-row", "8"]
-PROBE_SETTINGS += ["--distances", "1,2", "--shuffle-rows", "16", "--num-resamples", "50", "--quiet"]
+PROBE_SETTINGS += ["--distances", "1", "2", "--shuffle-rows", "16", "--num-resamples", "50", "--quiet"]
 
 
 def analyses(model: str, data: str) -> list[tuple[str, list[str]]]:
