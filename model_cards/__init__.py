@@ -8,6 +8,7 @@ of a reproduction, rendered with `huggingface_hub`'s `ModelCard` / `DatasetCard`
     study_report.md   REPORT.md of `scripts/study.py` (`model_cards.study_reports.render_study_report`)
     diversity_report.md  REPORT.md of `scripts/diversity_report.py` (`model_cards.study_reports.render_diversity_report`)
     architectures_report.md  REPORT.md of `scripts/architectures_report.py` (`model_cards.study_reports`)
+    lemma1_report.py  REPORT.md of `scripts/lemma1.py` (`model_cards.lemma1_report.render_lemma1_report`)
 """
 
 from pathlib import Path

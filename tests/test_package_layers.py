@@ -258,3 +258,31 @@ def test_the_stage_engine_knows_no_domain():
     ours = {module for module in imports if module.split(".")[0] in FLOORS}
     assert ours == {"hmm_datasets.files"}
     assert not {module.split(".")[0] for module in imports} & {"torch", "transformers", "numpy"}
+
+
+EXPERIMENTS = ROOT / "modeling_hmmroformer" / "experiments"
+FILE_MODULES = {
+    "pathlib",
+    "os",
+    "json",
+    "yaml",
+    "safetensors.torch",
+    "hmm_datasets.files",
+    "hmm_datasets.export",
+}
+
+
+@pytest.mark.parametrize("path", sorted((EXPERIMENTS / "analyses").glob("*.py")), ids=lambda p: p.name)
+def test_the_analyses_name_no_files(path):
+    """Values in, values out: no analysis reads or writes a file (`running.folders` does)."""
+    layout = "modeling_hmmroformer.experiments.layout"
+    assert not {module for _, module in imported_modules(path)} & {*FILE_MODULES, layout}
+
+
+@pytest.mark.parametrize("path", sorted((EXPERIMENTS / "figures").glob("*.py")), ids=lambda p: p.name)
+def test_the_figures_compute_nothing(path):
+    """A figure draws its results' plain data: no torch, no analysis."""
+    for line, module in imported_modules(path):
+        assert module.split(".")[0] != "torch" and ".analyses" not in module, (
+            f"{path.name}:{line} imports {module}"
+        )

@@ -10,17 +10,16 @@ and their lowest value.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import difflib
 import enum
 import functools
 import re
-import sys
 import types
 import typing
 from typing import Any, Literal
 
+import torch
 from transformers import TrainingArguments
 
 import hmm_datasets
@@ -69,16 +68,10 @@ _CORPUS_EXCLUDED = {"name", "version", "data_dir", "data_files", "description"} 
 
 
 def _annotations(cls) -> dict[str, Any]:
-    """Each dataclass field's type, resolved where it can be (a string where it cannot: not checked)."""
-    namespace = dict(vars(sys.modules[cls.__module__]))
-    annotations = {}
-    for field_ in dataclasses.fields(cls):
-        annotation = field_.type
-        if isinstance(annotation, str):  # left a string where the module lacks a name (torch.dtype, ...)
-            with contextlib.suppress(Exception):
-                annotation = eval(annotation, namespace)  # a type annotation of our stack
-        annotations[field_.name] = annotation
-    return annotations
+    """Each dataclass field's type, resolved (`typing.get_type_hints`; transformers' configs
+    annotate `dtype` with the name torch.dtype, which their modules import only to type-check)."""
+    hints = typing.get_type_hints(cls, localns={"torch": torch})
+    return {field_.name: hints[field_.name] for field_ in dataclasses.fields(cls)}
 
 
 @functools.cache

@@ -27,7 +27,7 @@ from model_cards.render import render_model_card
 from probing.architecture import HMM_ROFORMER, check_causal_lm
 
 from . import layout
-from .analyses.summary import summarize_model_folder
+from .running.folders import summarize_model_folder
 
 HUB = "https://huggingface.co"
 CODE_FILES = ("configuration_hmm_roformer.py", "modeling_hmm_roformer.py")

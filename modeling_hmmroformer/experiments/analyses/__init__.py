@@ -1,11 +1,11 @@
-"""One model's numbers, and the corpus's yardsticks they are placed on:
+"""One model's numbers, and the corpus's yardsticks they are placed on: values in, values out
+(no file is named here; `running.folders` reads and writes them):
 
     evaluation   Figure 1 against the Bayes-optimal predictor
     yardsticks   a model between retrieval and inference: mixture, prior-level, oracle, ladder
     ladder_gate  where a model sits on its in-context ladder, and whether its claims count
     development  a model over training: each kept network on the yardsticks, labelled
     memory       Lemma 1 and the model against fixed-memory Bayes predictors
-    lemma1       Lemma 1 on the family built to test it
     claims       the paper's claims as statistics of the network and of its floors
     summary      what a model folder holds, summarized for its card
 

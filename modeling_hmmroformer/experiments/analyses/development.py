@@ -17,33 +17,24 @@ labelled by them must be past the ladder on that split, that is nearer the split
 reference than the best rung is (`ladder_gate`'s scale: mixture Bayes on seen tasks, the oracle
 on unseen tasks). A network that is not is labelled by its nearest rung.
 
-`place_networks` loads each kept network in turn and returns plain values (`Development`); the
-rest takes predictions. The command `hmm-development` and a study's `development` stage write
-the record (`plots.write_development`).
+Everything here takes predictions and returns plain values (`Development`);
+`running.folders.place_networks` loads each kept network in turn and places it. The command
+`hmm-development` and a study's `development` stage write the record
+(`figures.model.write_development`).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import torch
-import yaml
 
-from hmm_datasets.corpus import Corpus
-from hmm_datasets.export import load_corpus_config
 from hmm_datasets.layout import SampleLayout
 from hmm_datasets.predictors import IN_CONTEXT
 from hmm_datasets.scoring import next_token_scores
-from probing.architecture import check_causal_lm
-from probing.capture import load_causal_lm
 
-from .. import layout
-from .evaluation import model_next_token_probs
 from .ladder_gate import REFERENCES
-from .yardsticks import SPLITS, ladder_predictions, test_token_mean
+from .yardsticks import test_token_mean
 
 LEARNER_LABELS = {"mixture": "retrieval", "prior": "inference"}  # candidates beyond the ladder
 
@@ -167,74 +158,3 @@ def development_from_dict(data: dict) -> Development:
     ]
     fields = ("source", "corpus", "num_tasks", "rows", "ladder")
     return Development(**{name: data[name] for name in fields}, networks=networks)
-
-
-_STEP = re.compile(r"(?:^|[-_])(\d+)$")
-
-
-def step_of(name: str) -> int | None:
-    """The training step a checkpoint's folder name carries (`step-0000500`, `checkpoint-500`),
-    or None."""
-    found = _STEP.search(name)
-    return int(found.group(1)) if found else None
-
-
-def kept_networks(folder: Path) -> list[tuple[int, Path]]:
-    """The checkpoints in `folder` (sub-folders holding a config.json whose name ends in a step),
-    by step; `folder` itself where it is one checkpoint."""
-    config = layout.MODEL_CONFIG_JSON
-    inside = [(step_of(p.name), p) for p in folder.iterdir() if p.is_dir() and (p / config).is_file()]
-    found = sorted((step, path) for step, path in inside if step is not None)
-    if not found and (folder / config).is_file():
-        step = step_of(folder.name)
-        return [(0 if step is None else step, folder)]
-    return found
-
-
-def tokens_at(folder: Path, step: int) -> int | None:
-    """Training tokens at `step`, from the run config and corpus config a checkpoint of
-    `scripts/train.py` carries (one process: the world size is not recorded); None elsewhere."""
-    run_config, corpus_config = folder / layout.RUN_CONFIG_YAML, folder / layout.CORPUS_CONFIG_JSON
-    if not (run_config.is_file() and corpus_config.is_file()):
-        return None
-    training = (yaml.safe_load(run_config.read_text()) or {}).get("training", {})
-    rows = int(training.get("per_device_train_batch_size", 8)) * int(
-        training.get("gradient_accumulation_steps", 1)
-    )
-    return step * rows * load_corpus_config(folder).sequence_length
-
-
-def place_networks(
-    networks: Iterable[tuple[int, Path]],
-    corpus: Corpus,
-    facts: dict,
-    tensors: dict[str, torch.Tensor],
-    source: str,
-) -> Development:
-    """Every network of `networks` (step, checkpoint folder) placed on the yardsticks of
-    `corpus` (`facts` and `tensors`: `yardsticks.corpus_yardsticks`' on the same corpus), each
-    loaded in turn on the GPU when there is one."""
-    development = Development(
-        source=source,
-        corpus=corpus.config.name,
-        num_tasks=corpus.config.num_tasks,
-        rows={split: int(count) for split, count in facts["rows"].items()},
-        ladder=facts["ladder"],
-    )
-    vocab = corpus.config.vocab_size
-    candidates = {  # the rungs, and mixture, prior and oracle as the yardsticks hold them
-        split: ladder_predictions(corpus.rows(split, count), tensors, None)
-        for split, count in development.rows.items()
-    }
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    for step, folder in networks:
-        model = load_causal_lm(str(folder), device, check=check_causal_lm)
-        places = {}
-        for split in SPLITS:
-            ids = tensors[f"{split}/input_ids"].long()
-            probs = model_next_token_probs(model, ids, vocab + 1)
-            places[split] = place_network(
-                probs, candidates[split], ids, split, facts["ladder"], corpus.layout
-            )
-        development.networks.append(NetworkPlace(step, tokens_at(folder, step), places))
-    return development

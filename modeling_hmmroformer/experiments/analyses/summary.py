@@ -1,30 +1,13 @@
-"""What a model folder holds, summarized for its card and the reproduction report.
-
-A model folder written by `scripts/train.py` holds `config.json`, the corpus config, the run
-config and the training results; `scripts/figure1.py` and `scripts/probe.py` add Figure 1's
-and the probes' results in their default output folders, the pipeline the model's memory
-(`layout` names every file). `summarize_model_folder`
-turns whatever of these is present into one JSON-ready summary, which `model_cards.render`
-renders into the model card and `REPORT.md`; `model_claims` gives each of the paper's claims
-as the study's rule reads one model: its own statistic and its effects over its floors.
+"""A model's results, summarized for its card and the reproduction report: the parts of the
+summary that `running.folders.summarize_model_folder` assembles from a model folder's files
+(Figure 1's headline, the memory, the belief table), and `model_claims`, each of the paper's
+claims as the study's rule reads one model: its own statistic and its effects over its floors.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import struct
-from math import prod
-from pathlib import Path
-
-import yaml
-from transformers import AutoConfig
-
-from probing.names import FIGURE7_PATTERN
 from probing.records import DECIDING_POSITIONS, read_records
-from probing.summary import summarize_probe_results
 
-from .. import layout
 from .claims import decide_claims, model_statistics, profiles
 from .memory import recorded_memory_equivalent
 
@@ -152,60 +135,6 @@ def model_claims(figure1: dict | None, probes: dict | None, knockout: dict | Non
     return decide_claims([model_statistics(profiles(figure1, probes, knockout, depth))])
 
 
-def safetensors_parameter_count(path: str | os.PathLike) -> int:
-    """Number of values stored in a safetensors file, read from its header only."""
-    with open(path, "rb") as handle:
-        (length,) = struct.unpack("<Q", handle.read(8))
-        header = json.loads(handle.read(length))
-    return sum(prod(entry["shape"]) for name, entry in header.items() if name != "__metadata__")
-
-
-def summarize_model_folder(folder: str | os.PathLike) -> dict:
-    """Everything the card and the report show, from the files of a model folder (module docstring)."""
-    folder = Path(folder)
-    if not (folder / layout.MODEL_CONFIG_JSON).is_file():
-        raise ValueError(f"{folder} has no config.json: pass a model folder written by scripts/train.py.")
-    # through AutoConfig: any architecture's names (GPT-2's n_layer is its num_hidden_layers)
-    config = AutoConfig.from_pretrained(folder)
-    summary: dict = {
-        "model": {
-            key: getattr(config, key, None)
-            for key in (
-                "model_type",
-                "num_hidden_layers",
-                "num_attention_heads",
-                "hidden_size",
-                "intermediate_size",
-                "vocab_size",
-                "norm_placement",
-            )
-        }
-    }
-    if (folder / layout.WEIGHTS).is_file():
-        summary["model"]["num_parameters"] = safetensors_parameter_count(folder / layout.WEIGHTS)
-    optional = {
-        "corpus": layout.CORPUS_CONFIG_JSON,
-        "training": layout.TRAIN_RESULTS_JSON,
-        **layout.ANALYSIS_FILES,
-    }
-    raw = {name: _read_json(folder / path) for name, path in optional.items()}
-    summary["corpus"] = raw["corpus"]
-    summary["training"] = raw["training"]
-    run_config = folder / layout.RUN_CONFIG_YAML
-    summary["run_config"] = yaml.safe_load(run_config.read_text()) if run_config.is_file() else None
-    summary["in_context"] = summarize_figure1(raw["figure1"]) if raw["figure1"] else None
-    summary["probes"] = summarize_probe_results(raw["probes"]) if raw["probes"] else None
-    summary["memory"] = summarize_memory(raw["lemma1"], raw["model_memory"])
-    summary["beliefs"] = belief_table(raw["probes"])
-    summary["claims"] = model_claims(raw["figure1"], raw["probes"], raw["knockout"], config.num_hidden_layers)
-    figure7 = folder.glob(f"{layout.PROBES}/{FIGURE7_PATTERN.format(row='*')}")
-    summary["figure7"] = sorted(str(p.relative_to(folder)) for p in figure7)
-    summary["figures"] = {
-        name: path for name, path in layout.CARD_FIGURES.items() if name != "knockout" or raw["knockout"]
-    }
-    return summary
-
-
 def summarize_memory(lemma1: dict | None, model_memory: dict | None) -> dict | None:
     """Lemma 1 on the corpus and the model's own memory (`memory/`), with the fitted rates (None:
     no fit) and the model's memory (`memory.memory_equivalent`; None where there is none)."""
@@ -218,7 +147,3 @@ def summarize_memory(lemma1: dict | None, model_memory: dict | None) -> dict | N
         "oracle_rate": lemma1["oracle"]["fit"]["rate"],
         "equivalent": recorded_memory_equivalent(model_memory, lemma1),
     }
-
-
-def _read_json(path: Path) -> dict | None:
-    return json.loads(path.read_text()) if path.is_file() else None

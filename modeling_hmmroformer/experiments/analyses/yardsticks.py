@@ -23,18 +23,14 @@ prior), so a model's place on the ladder is decided where its yardsticks are.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
 
 from hmm_datasets.bayes import BayesOptimalPredictor
 from hmm_datasets.config import HMMMixtureConfig
 from hmm_datasets.corpus import Corpus, CorpusRows
-from hmm_datasets.files import write_atomically, write_json
 from hmm_datasets.layout import SampleLayout
 from hmm_datasets.particle import ParticlePriorPredictor, convergence_report
 from hmm_datasets.predictors import IN_CONTEXT, in_context_predictor, ppm_next_token_probs
@@ -49,8 +45,6 @@ YARDSTICKS = {
 }
 LEARNERS = ("mixture", "prior")  # the two learners a model is placed between
 LADDER_REFERENCES = ("oracle", "mixture", "prior")  # what the ladder is scored against, where at hand
-YARDSTICKS_JSON = "yardsticks.json"
-YARDSTICKS_TENSORS = "yardsticks.safetensors"
 
 
 def check_unseen_split(corpus: Corpus) -> None:
@@ -221,17 +215,6 @@ def particle_device() -> dict:
     """Where the particles run: on a GPU when there is one (with 8 GiB of counts at once), else on
     the CPU with the predictor's default budget."""
     return {"device": "cuda", "memory_budget_bytes": 2**33} if torch.cuda.is_available() else {}
-
-
-def write_yardsticks(folder: Path, facts: dict, tensors: dict[str, torch.Tensor]) -> None:
-    """The yardsticks' predictions and facts into `folder`, each file whole or not at all."""
-    contiguous = {name: t.contiguous() for name, t in tensors.items()}
-    write_atomically(folder / YARDSTICKS_TENSORS, lambda staging: save_file(contiguous, str(staging)))
-    write_json(folder / YARDSTICKS_JSON, facts)
-
-
-def read_yardsticks(folder: Path) -> tuple[dict, dict[str, torch.Tensor]]:
-    return json.loads((folder / YARDSTICKS_JSON).read_text()), load_file(str(folder / YARDSTICKS_TENSORS))
 
 
 def test_token_mean(values: torch.Tensor, layout: SampleLayout) -> float:

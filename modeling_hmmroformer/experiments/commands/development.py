@@ -32,16 +32,9 @@ from hmm_datasets.corpus import checkpoint_corpus, open_corpus
 from hmm_datasets.files import build_folder
 
 from .. import layout
-from ..analyses.development import kept_networks, place_networks
-from ..analyses.yardsticks import (
-    YARDSTICKS_JSON,
-    check_same_corpus,
-    check_unseen_split,
-    corpus_yardsticks,
-    read_yardsticks,
-    write_yardsticks,
-)
+from ..analyses.yardsticks import check_same_corpus, check_unseen_split, corpus_yardsticks
 from ..figures.model import write_development
+from ..running.folders import kept_networks, place_networks, read_yardsticks, write_yardsticks
 from . import Parser, at_least, refuse
 
 
@@ -97,7 +90,7 @@ def listed(folder: Path) -> list[tuple[int, Path]]:
 def yardsticks(corpus, folder: Path, rows: int, particles: int) -> tuple[dict, dict[str, torch.Tensor]]:
     """The yardsticks' facts and predictions: read from `folder` where it holds them for this
     corpus, else computed (`corpus_yardsticks`) and written there, whole or not at all."""
-    if (folder / YARDSTICKS_JSON).is_file():
+    if (folder / layout.YARDSTICKS_JSON).is_file():
         facts, tensors = read_yardsticks(folder)
         check_same_corpus(facts, corpus.config)
         return facts, tensors

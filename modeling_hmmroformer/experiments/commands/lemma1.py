@@ -13,11 +13,27 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
+from hmm_datasets.files import write_json, write_text
 from hmm_datasets.lemma1_family import ObservabilityFamily, measure_family
+from model_cards.lemma1_report import render_lemma1_report
 
-from ..analyses.lemma1 import lemma1_report, write_lemma1_family
+from .. import layout
+from ..figures.family import plot_rate_vs_gamma, plot_tv_by_level
 from . import Parser, at_least, refuse
+
+
+def write_lemma1_family(result: dict, folder: str | Path) -> dict[str, Path]:
+    """`results.json`, `REPORT.md` and the two figures into `folder` (created); their paths."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    return {
+        "json": write_json(folder / layout.RESULTS_JSON, result),
+        "report": write_text(folder / layout.REPORT_MD, render_lemma1_report(result)),
+        "tv": plot_tv_by_level(result, folder / "tv_by_level.png"),
+        "rate": plot_rate_vs_gamma(result, folder / "rate_vs_gamma.png"),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         return refuse(error)
     result["runtime_s"] = round(time.perf_counter() - start, 1)
     paths = write_lemma1_family(result, args.out)
-    print(lemma1_report(result))
+    print(render_lemma1_report(result))
     print("wrote " + ", ".join(str(path) for path in paths.values()))
     return 0
 

@@ -21,11 +21,11 @@ from hmm_datasets.corpus import open_corpus
 
 from .. import layout
 from ..analyses.claims import counted, decide_report, layer_one, model_statistics, profiles
-from ..analyses.development import step_of
 from ..analyses.ladder_gate import model_places, past_ladder, places_across_seeds
 from ..analyses.memory import recorded_memory_equivalent
-from ..analyses.yardsticks import LEARNERS, YARDSTICKS_JSON, nearest_learner
+from ..analyses.yardsticks import LEARNERS, nearest_learner
 from ..running.engine import differing_settings
+from ..running.folders import step_of
 from ..settings import RunConfig, Settings
 from .verdicts import across_seeds
 
@@ -205,7 +205,7 @@ def kls(entry: dict) -> dict[str, float]:
 def corpus_yardstick_facts(folder: Path) -> dict | None:
     """What the corpus's yardsticks are (`yardsticks.corpus_yardsticks`: rows, K', the prior-level
     estimate's convergence, labels); None for a corpus without unseen tasks."""
-    path = folder / YARDSTICKS_JSON
+    path = folder / layout.YARDSTICKS_JSON
     return _read(path) if path.is_file() else None
 
 

@@ -16,8 +16,8 @@ from hmm_datasets.files import build_folder
 from model_cards.render import render_report, write_model_card
 
 from .. import layout
-from ..analyses.summary import summarize_model_folder
 from .engine import RunState
+from .folders import summarize_model_folder
 from .plan import MODEL_STAGES, ModelRun, Pipeline, Plan
 from .stages import machine_description, model_runners, shared_runners, write_json_and_report
 

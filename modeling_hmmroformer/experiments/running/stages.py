@@ -29,11 +29,11 @@ from probing.plots import plot_rotary_knockout, write_probe_results
 from probing.run import run_probing
 
 from .. import layout
-from ..analyses.development import kept_networks, place_networks
 from ..analyses.evaluation import figure1, load_evaluation_data, model_next_token_probs
 from ..analyses.memory import corpus_lemma1, corpus_model_memory
-from ..analyses.yardsticks import SPLITS, corpus_yardsticks, place_model, read_yardsticks, write_yardsticks
+from ..analyses.yardsticks import SPLITS, corpus_yardsticks, place_model
 from ..figures.model import write_development, write_figure1, write_lemma1, write_model_memory
+from .folders import kept_networks, place_networks, read_yardsticks, write_yardsticks
 from .plan import ModelRun, Pipeline, has_unseen_tasks, model_stages
 from .training import checkpoints, is_complete_checkpoint, kept_name, train
 

@@ -14,11 +14,10 @@ from modeling_hmmroformer.experiments import layout
 from modeling_hmmroformer.experiments.analyses.development import (
     SplitPlace,
     development_from_dict,
-    kept_networks,
     phase_label,
-    step_of,
 )
 from modeling_hmmroformer.experiments.commands import development as command
+from modeling_hmmroformer.experiments.running.folders import kept_networks, step_of
 from modeling_hmmroformer.experiments.running.training import (
     checkpoint_schedule,
     kept_name,

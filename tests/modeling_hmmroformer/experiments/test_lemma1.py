@@ -3,7 +3,7 @@
 import json
 
 from hmm_datasets.lemma1_family import ObservabilityFamily, measure_family
-from modeling_hmmroformer.experiments.analyses.lemma1 import write_lemma1_family
+from modeling_hmmroformer.experiments.commands.lemma1 import write_lemma1_family
 
 
 def test_writes_report_json_and_figures(tmp_path):

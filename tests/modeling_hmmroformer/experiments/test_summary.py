@@ -6,7 +6,8 @@ import shutil
 import pytest
 
 from modeling_hmmroformer.experiments.analyses.claims import CLAIMS
-from modeling_hmmroformer.experiments.analyses.summary import model_claims, summarize_model_folder
+from modeling_hmmroformer.experiments.analyses.summary import model_claims
+from modeling_hmmroformer.experiments.running.folders import summarize_model_folder
 
 
 def test_claims_are_own_statistics_with_effects_over_the_floors_that_follow_the_measurements(

@@ -1,0 +1,180 @@
+"""What a pipeline's folders hold, written and read back: the yardsticks of a corpus, the
+networks kept over training (placed on the yardsticks one by one), and a model folder
+summarized for its card. The analyses take and return values; the file names are here and in
+`layout`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+from collections.abc import Iterable
+from math import prod
+from pathlib import Path
+
+import torch
+import yaml
+from safetensors.torch import load_file, save_file
+from transformers import AutoConfig
+
+from hmm_datasets.corpus import Corpus
+from hmm_datasets.export import load_corpus_config
+from hmm_datasets.files import write_atomically, write_json
+from probing.architecture import check_causal_lm
+from probing.capture import load_causal_lm
+from probing.names import FIGURE7_PATTERN
+from probing.summary import summarize_probe_results
+
+from .. import layout
+from ..analyses.development import Development, NetworkPlace, place_network
+from ..analyses.evaluation import model_next_token_probs
+from ..analyses.summary import belief_table, model_claims, summarize_figure1, summarize_memory
+from ..analyses.yardsticks import SPLITS, ladder_predictions
+
+
+# ---- the yardsticks of a corpus ---------------------------------------------------------------
+def write_yardsticks(folder: Path, facts: dict, tensors: dict[str, torch.Tensor]) -> None:
+    """The yardsticks' predictions and facts into `folder`, each file whole or not at all."""
+    contiguous = {name: t.contiguous() for name, t in tensors.items()}
+    write_atomically(folder / layout.YARDSTICKS_TENSORS, lambda staging: save_file(contiguous, str(staging)))
+    write_json(folder / layout.YARDSTICKS_JSON, facts)
+
+
+def read_yardsticks(folder: Path) -> tuple[dict, dict[str, torch.Tensor]]:
+    """The yardsticks' facts and predictions `write_yardsticks` wrote into `folder`."""
+    return json.loads((folder / layout.YARDSTICKS_JSON).read_text()), load_file(
+        str(folder / layout.YARDSTICKS_TENSORS)
+    )
+
+
+# ---- the networks kept over training ----------------------------------------------------------
+_STEP = re.compile(r"(?:^|[-_])(\d+)$")
+
+
+def step_of(name: str) -> int | None:
+    """The training step a checkpoint's folder name carries (`step-0000500`, `checkpoint-500`),
+    or None."""
+    found = _STEP.search(name)
+    return int(found.group(1)) if found else None
+
+
+def kept_networks(folder: Path) -> list[tuple[int, Path]]:
+    """The checkpoints in `folder` (sub-folders holding a config.json whose name ends in a step),
+    by step; `folder` itself where it is one checkpoint."""
+    config = layout.MODEL_CONFIG_JSON
+    inside = [(step_of(p.name), p) for p in folder.iterdir() if p.is_dir() and (p / config).is_file()]
+    found = sorted((step, path) for step, path in inside if step is not None)
+    if not found and (folder / config).is_file():
+        step = step_of(folder.name)
+        return [(0 if step is None else step, folder)]
+    return found
+
+
+def tokens_at(folder: Path, step: int) -> int | None:
+    """Training tokens at `step`, from the run config and corpus config a checkpoint of
+    `scripts/train.py` carries (one process: the world size is not recorded); None elsewhere."""
+    run_config, corpus_config = folder / layout.RUN_CONFIG_YAML, folder / layout.CORPUS_CONFIG_JSON
+    if not (run_config.is_file() and corpus_config.is_file()):
+        return None
+    training = (yaml.safe_load(run_config.read_text()) or {}).get("training", {})
+    rows = int(training.get("per_device_train_batch_size", 8)) * int(
+        training.get("gradient_accumulation_steps", 1)
+    )
+    return step * rows * load_corpus_config(folder).sequence_length
+
+
+def place_networks(
+    networks: Iterable[tuple[int, Path]],
+    corpus: Corpus,
+    facts: dict,
+    tensors: dict[str, torch.Tensor],
+    source: str,
+) -> Development:
+    """Every network of `networks` (step, checkpoint folder) placed on the yardsticks of
+    `corpus` (`facts` and `tensors`: `yardsticks.corpus_yardsticks`' on the same corpus), each
+    loaded in turn on the GPU when there is one."""
+    development = Development(
+        source=source,
+        corpus=corpus.config.name,
+        num_tasks=corpus.config.num_tasks,
+        rows={split: int(count) for split, count in facts["rows"].items()},
+        ladder=facts["ladder"],
+    )
+    vocab = corpus.config.vocab_size
+    candidates = {  # the rungs, and mixture, prior and oracle as the yardsticks hold them
+        split: ladder_predictions(corpus.rows(split, count), tensors, None)
+        for split, count in development.rows.items()
+    }
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    for step, folder in networks:
+        model = load_causal_lm(str(folder), device, check=check_causal_lm)
+        places = {}
+        for split in SPLITS:
+            ids = tensors[f"{split}/input_ids"].long()
+            probs = model_next_token_probs(model, ids, vocab + 1)
+            places[split] = place_network(
+                probs, candidates[split], ids, split, facts["ladder"], corpus.layout
+            )
+        development.networks.append(NetworkPlace(step, tokens_at(folder, step), places))
+    return development
+
+
+# ---- a model folder, for its card ---------------------------------------------------------------
+def safetensors_parameter_count(path: str | os.PathLike) -> int:
+    """Number of values stored in a safetensors file, read from its header only."""
+    with open(path, "rb") as handle:
+        (length,) = struct.unpack("<Q", handle.read(8))
+        header = json.loads(handle.read(length))
+    return sum(prod(entry["shape"]) for name, entry in header.items() if name != "__metadata__")
+
+
+def summarize_model_folder(folder: str | os.PathLike) -> dict:
+    """Everything the card and the report show, from the files of a model folder (module docstring)."""
+    folder = Path(folder)
+    if not (folder / layout.MODEL_CONFIG_JSON).is_file():
+        raise ValueError(f"{folder} has no config.json: pass a model folder written by scripts/train.py.")
+    # through AutoConfig: any architecture's names (GPT-2's n_layer is its num_hidden_layers)
+    config = AutoConfig.from_pretrained(folder)
+    summary: dict = {
+        "model": {
+            key: getattr(config, key, None)
+            for key in (
+                "model_type",
+                "num_hidden_layers",
+                "num_attention_heads",
+                "hidden_size",
+                "intermediate_size",
+                "vocab_size",
+                "norm_placement",
+            )
+        }
+    }
+    if (folder / layout.WEIGHTS).is_file():
+        summary["model"]["num_parameters"] = safetensors_parameter_count(folder / layout.WEIGHTS)
+    optional = {
+        "corpus": layout.CORPUS_CONFIG_JSON,
+        "training": layout.TRAIN_RESULTS_JSON,
+        **layout.ANALYSIS_FILES,
+    }
+    raw = {name: _read_json(folder / path) for name, path in optional.items()}
+    summary["corpus"] = raw["corpus"]
+    summary["training"] = raw["training"]
+    run_config = folder / layout.RUN_CONFIG_YAML
+    summary["run_config"] = yaml.safe_load(run_config.read_text()) if run_config.is_file() else None
+    summary["in_context"] = summarize_figure1(raw["figure1"]) if raw["figure1"] else None
+    summary["probes"] = summarize_probe_results(raw["probes"]) if raw["probes"] else None
+    summary["memory"] = summarize_memory(raw["lemma1"], raw["model_memory"])
+    summary["beliefs"] = belief_table(raw["probes"])
+    summary["claims"] = model_claims(raw["figure1"], raw["probes"], raw["knockout"], config.num_hidden_layers)
+    figure7 = folder.glob(f"{layout.PROBES}/{FIGURE7_PATTERN.format(row='*')}")
+    summary["figure7"] = sorted(str(p.relative_to(folder)) for p in figure7)
+    summary["figures"] = {
+        name: path for name, path in layout.CARD_FIGURES.items() if name != "knockout" or raw["knockout"]
+    }
+    return summary
+
+
+def _read_json(path: Path) -> dict | None:
+    return json.loads(path.read_text()) if path.is_file() else None
