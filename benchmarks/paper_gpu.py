@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 from common import machine  # noqa: E402
 
 import hmm_datasets  # noqa: E402
-from modeling_hmmroformer.experiments import layout  # noqa: E402
+from modeling_hmmroformer.experiments import names  # noqa: E402
 from modeling_hmmroformer.experiments.analyses.evaluation import load_evaluation_data  # noqa: E402
 from modeling_hmmroformer.experiments.running.engine import RunState  # noqa: E402
 from modeling_hmmroformer.experiments.running.pipeline import run_pipeline  # noqa: E402
@@ -47,11 +47,11 @@ from modeling_hmmroformer.experiments.settings import PIPELINES, REPRODUCTIONS  
 
 TARGETS = {"train_s": 300, "mfu": 0.40, "bayes_test_split_s": 30}  # issue 16, on one H100-class GPU
 PUBLISHED = (
-    layout.REPORT_MD,
-    layout.RESULTS_JSON,
-    layout.state_file("reproduce"),
-    layout.FIGURE1,
-    layout.PROBES,
+    names.REPORT_MD,
+    names.RESULTS_JSON,
+    names.state_file("reproduce"),
+    names.FIGURE1,
+    names.PROBES,
 )
 
 

@@ -1,7 +1,7 @@
 """Where the analyses find the parts of a causal LM.
 
-Every analysis reads a checkpoint through the Auto classes and finds what it needs by the
-layout transformers' own models share:
+Every analysis reads a checkpoint through the Auto classes and finds what it needs where
+transformers' own models keep it:
 
     model.base_model.layers[i] (GPT-2: .h[i])          the decoder layers
     layer.self_attn (GPT-2: .attn)                      its attention, called through
@@ -12,7 +12,7 @@ layout transformers' own models share:
     model.base_model.norm (GPT-2: ln_f)                 the final norm (none: post-norm)
 
 HMMRoFormer, Llama, Qwen2, GPT-2 and GPT-NeoX are tested. An architecture that keeps its parts
-under other names declares where, once, before the analyses run (`declare_layout`: OPT keeps its
+under other names declares where, once, before the analyses run (`declare_parts`: OPT keeps its
 layers and final norm one level down, in `decoder`). The hidden-state analyses (Figure 1, the probes,
 the belief probes) need only `output_hidden_states`; the shuffle test's position-only part and
 the rotary knock-out need positions to enter through a rotary embedding of the queries and
@@ -36,7 +36,7 @@ FINAL_NORMS = ("norm", "ln_f", "final_layernorm", "final_layer_norm")
 
 
 @dataclass(frozen=True)
-class Layout:
+class ModelParts:
     """Where a model type keeps its parts, as dotted attribute paths: `layers` and `final_norm`
     from the base model, `attention` from a decoder layer; None: looked for under the usual names."""
 
@@ -45,16 +45,16 @@ class Layout:
     final_norm: str | None = None
 
 
-DECLARED_LAYOUTS: dict[str, Layout] = {}  # model type -> its declared layout
+DECLARED_PARTS: dict[str, ModelParts] = {}  # model type -> its declared parts
 
 
-def declare_layout(
+def declare_parts(
     model_type: str, *, layers: str | None = None, attention: str | None = None, final_norm: str | None = None
 ) -> None:
     """Declare where a `model_type` model keeps the parts the analyses read, for an architecture
     outside transformers' usual names, e.g. OPT:
-    `declare_layout("opt", layers="decoder.layers", final_norm="decoder.final_layer_norm")`."""
-    DECLARED_LAYOUTS[model_type] = Layout(layers, attention, final_norm)
+    `declare_parts("opt", layers="decoder.layers", final_norm="decoder.final_layer_norm")`."""
+    DECLARED_PARTS[model_type] = ModelParts(layers, attention, final_norm)
 
 
 def declared_part(root, path: str, what: str, model_type: str):
@@ -64,12 +64,12 @@ def declared_part(root, path: str, what: str, model_type: str):
         return functools.reduce(getattr, path.split("."), root)
     except AttributeError:
         raise ValueError(
-            f"the {what} declared for {model_type!r} models ({path!r}, declare_layout) is not in this "
+            f"the {what} declared for {model_type!r} models ({path!r}, declare_parts) is not in this "
             f"{type(root).__name__}: declare the path where it lies"
         ) from None
 
 
-HOW_TO_DECLARE = "declare where it lies: probing.architecture.declare_layout({model_type!r}, {field}='...')"
+HOW_TO_DECLARE = "declare where it lies: probing.architecture.declare_parts({model_type!r}, {field}='...')"
 
 
 def check_causal_lm(model_or_config) -> None:
@@ -94,7 +94,7 @@ def decoder_layers(model) -> list:
     """The decoder layers of `model`, first to last."""
     check_causal_lm(model)
     model_type = model.config.model_type
-    declared = DECLARED_LAYOUTS.get(model_type, Layout()).layers
+    declared = DECLARED_PARTS.get(model_type, ModelParts()).layers
     if declared is not None:
         return list(declared_part(model.base_model, declared, "decoder layers", model_type))
     for name in LAYER_LISTS:
@@ -109,7 +109,7 @@ def decoder_layers(model) -> list:
 
 def attention_of(layer, model_type: str | None = None):
     """The attention module of a decoder layer (of a `model_type` model: its declared name first)."""
-    declared = DECLARED_LAYOUTS.get(model_type, Layout()).attention
+    declared = DECLARED_PARTS.get(model_type, ModelParts()).attention
     if declared is not None:
         return declared_part(layer, declared, "attention", model_type)
     for name in ATTENTIONS:
@@ -126,7 +126,7 @@ def final_norm(model):
     """The norm after the last layer (pre-norm models), None where there is none (post-norm)."""
     check_causal_lm(model)
     model_type = model.config.model_type
-    declared = DECLARED_LAYOUTS.get(model_type, Layout()).final_norm
+    declared = DECLARED_PARTS.get(model_type, ModelParts()).final_norm
     if declared is not None:
         return declared_part(model.base_model, declared, "final norm", model_type)
     for name in FINAL_NORMS:

@@ -1,4 +1,4 @@
-"""The packages form a stack: each imports only those below it (docs/layout.md), and the model
+"""The packages form a stack: each imports only those below it (docs/layers.md), and the model
 package's root holds only what travels with a checkpoint.
 
 Every import of every module is read with `ast`, those inside functions too, so an import
@@ -84,7 +84,7 @@ def test_the_travelling_model_files_import_only_torch_transformers_and_each_othe
 NAMES = {  # the modules of names: what every file and folder is called
     "hmm_datasets/names.py",
     "probing/names.py",
-    "modeling_hmmroformer/experiments/layout.py",
+    "modeling_hmmroformer/experiments/names.py",
 }
 WRITER = "hmm_datasets/files.py"  # the one atomic writer: every floor writes through it
 
@@ -275,7 +275,7 @@ FILE_MODULES = {
 @pytest.mark.parametrize("path", sorted((EXPERIMENTS / "analyses").glob("*.py")), ids=lambda p: p.name)
 def test_the_analyses_name_no_files(path):
     """Values in, values out: no analysis reads or writes a file (`running.folders` does)."""
-    layout = "modeling_hmmroformer.experiments.layout"
+    layout = "modeling_hmmroformer.experiments.names"
     assert not {module for _, module in imported_modules(path)} & {*FILE_MODULES, layout}
 
 

@@ -5,7 +5,7 @@ travels with a checkpoint: `modeling_hmmroformer`'s root holds the model alone.
 A map, every module and folder of this one once (`tests/test_package_layers.py` checks it, and
 each folder's own map):
 
-    layout          the name of every file and folder of a run (a module of names)
+    names           the name of every file and folder of a run (a module of names)
     fields          every field of a run config, its checks, the reference --help prints
     settings        run configs, the override syntax, the table of named pipelines (PIPELINES)
     running         training, and the pipelines: engine, plans, stages, the runner

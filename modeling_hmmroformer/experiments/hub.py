@@ -26,7 +26,7 @@ from model_cards import DATASET_CARD_MARKER, MODEL_CARD_MARKER
 from model_cards.render import render_model_card
 from probing.architecture import HMM_ROFORMER, check_causal_lm
 
-from . import layout
+from . import names
 from .running.folders import summarize_model_folder
 
 HUB = "https://huggingface.co"
@@ -121,7 +121,7 @@ def plan_model_upload(
 def check_model_folder(folder: Path) -> None:
     """A folder `from_pretrained` can load without the plugin: HMMRoFormer with its code
     (`trust_remote_code=True`), or another transformers causal LM as it is."""
-    config_path = folder / layout.MODEL_CONFIG_JSON
+    config_path = folder / names.MODEL_CONFIG_JSON
     if not config_path.is_file():
         raise ValueError(
             f"--model {folder} has no config.json: pass a model folder written by scripts/train.py."
@@ -131,7 +131,7 @@ def check_model_folder(folder: Path) -> None:
         check_remote_code(folder, config)
     else:
         check_causal_lm_type(folder, config.get("model_type"))
-    if not ((folder / layout.WEIGHTS).is_file() or (folder / layout.WEIGHTS_INDEX).is_file()):
+    if not ((folder / names.WEIGHTS).is_file() or (folder / names.WEIGHTS_INDEX).is_file()):
         raise ValueError(
             f"--model {folder} has no model.safetensors: the Hub copy carries safetensors weights only. "
             "Save the model with save_pretrained (safe_serialization is the default)."

@@ -54,7 +54,7 @@ from .fields import (
     section_fields,
     unknown_sections,
 )
-from .layout import RUN_CONFIG_YAML
+from .names import RUN_CONFIG_YAML
 
 # HMM_ROFORMER (probing.architecture): the model a run trains unless model.model_type names another
 

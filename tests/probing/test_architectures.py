@@ -8,7 +8,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, set_seed
 
 from hmm_datasets.corpus import open_corpus
-from probing.architecture import DECLARED_LAYOUTS, Layout, check_causal_lm, decoder_layers, final_norm
+from probing.architecture import DECLARED_PARTS, ModelParts, check_causal_lm, decoder_layers, final_norm
 from probing.capture import capture_hidden_states, pre_rotary_queries_and_keys, untrained_twin
 from probing.knockout import knocked_out_logits, rotary_knocked_out, rotary_knockout, scored_test_positions
 from probing.plots import write_probe_results
@@ -146,11 +146,11 @@ def tiny_opt():
 
 def test_an_architecture_with_other_names_declares_where_its_parts_lie(tiny_corpus, monkeypatch):
     model = tiny_opt()
-    with pytest.raises(ValueError, match=r"declare_layout\('opt', layers='...'\)"):
+    with pytest.raises(ValueError, match=r"declare_parts\('opt', layers='...'\)"):
         decoder_layers(model)
     assert final_norm(model) is None  # not found: it would be read as post-norm
-    layout = Layout(layers="decoder.layers", final_norm="decoder.final_layer_norm")
-    monkeypatch.setitem(DECLARED_LAYOUTS, "opt", layout)
+    parts = ModelParts(layers="decoder.layers", final_norm="decoder.final_layer_norm")
+    monkeypatch.setitem(DECLARED_PARTS, "opt", parts)
     assert decoder_layers(model) == list(model.model.decoder.layers)
     norm = final_norm(model)
     assert norm is model.model.decoder.final_layer_norm
@@ -160,7 +160,7 @@ def test_an_architecture_with_other_names_declares_where_its_parts_lie(tiny_corp
     )
     with torch.no_grad():  # the declared norm is the one the last hidden state went through
         torch.testing.assert_close(norm(states[-1]), states[-2], rtol=1e-5, atol=1e-5)
-    monkeypatch.setitem(DECLARED_LAYOUTS, "opt", Layout(layers="decoder.blocks"))
+    monkeypatch.setitem(DECLARED_PARTS, "opt", ModelParts(layers="decoder.blocks"))
     with pytest.raises(ValueError, match=r"the decoder layers declared for 'opt' models \('decoder.blocks'"):
         decoder_layers(model)
 

@@ -19,7 +19,7 @@ from typing import NoReturn
 
 from transformers import HfArgumentParser
 
-from .. import layout
+from .. import names
 from ..running.engine import RunState
 
 
@@ -49,10 +49,10 @@ def print_outcome(out: Path, state: RunState, lines: Callable[[dict], list[str]]
     """After a pipeline ran into `out` (`state`: its stage records): the `lines` made of its
     results.json, then where its report went and how long its stages took. Exit status 0."""
     print()
-    for line in lines(json.loads((out / layout.RESULTS_JSON).read_text())):
+    for line in lines(json.loads((out / names.RESULTS_JSON).read_text())):
         print(f"  {line}")
     total = sum(state.seconds().values())
-    print(f"\n{out / layout.REPORT_MD} written; stages took {total:.0f} s in all.")
+    print(f"\n{out / names.REPORT_MD} written; stages took {total:.0f} s in all.")
     return 0
 
 

@@ -31,7 +31,7 @@ from tqdm.auto import tqdm
 from hmm_datasets.corpus import checkpoint_corpus, open_corpus
 from hmm_datasets.files import build_folder
 
-from .. import layout
+from .. import names
 from ..analyses.yardsticks import check_same_corpus, check_unseen_split, corpus_yardsticks
 from ..figures.model import write_development
 from ..running.folders import kept_networks, place_networks, read_yardsticks, write_yardsticks
@@ -57,10 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     transformers.utils.logging.disable_progress_bar()
     try:
         networks = sorted(network for folder in args.checkpoints for network in listed(Path(folder)))
-        out = Path(args.out) if args.out else Path(args.checkpoints[0]).parent / layout.DEVELOPMENT_JSON
+        out = Path(args.out) if args.out else Path(args.checkpoints[0]).parent / names.DEVELOPMENT_JSON
         corpus = open_corpus(args.data or checkpoint_corpus(str(networks[0][1])))
         check_unseen_split(corpus)
-        kept = Path(args.yardsticks) if args.yardsticks else out.parent / layout.YARDSTICKS
+        kept = Path(args.yardsticks) if args.yardsticks else out.parent / names.YARDSTICKS
         facts, tensors = yardsticks(corpus, kept, args.rows, args.prior_particles)
         progress = tqdm(networks, desc="networks", disable=args.quiet)
         development = place_networks(progress, corpus, facts, tensors, source=", ".join(args.checkpoints))
@@ -90,7 +90,7 @@ def listed(folder: Path) -> list[tuple[int, Path]]:
 def yardsticks(corpus, folder: Path, rows: int, particles: int) -> tuple[dict, dict[str, torch.Tensor]]:
     """The yardsticks' facts and predictions: read from `folder` where it holds them for this
     corpus, else computed (`corpus_yardsticks`) and written there, whole or not at all."""
-    if (folder / layout.YARDSTICKS_JSON).is_file():
+    if (folder / names.YARDSTICKS_JSON).is_file():
         facts, tensors = read_yardsticks(folder)
         check_same_corpus(facts, corpus.config)
         return facts, tensors

@@ -19,7 +19,7 @@ from hmm_datasets.files import write_json, write_text
 from hmm_datasets.lemma1_family import ObservabilityFamily, measure_family
 from model_cards.lemma1_report import render_lemma1_report
 
-from .. import layout
+from .. import names
 from ..figures.family import plot_rate_vs_gamma, plot_tv_by_level
 from . import Parser, at_least, refuse
 
@@ -29,8 +29,8 @@ def write_lemma1_family(result: dict, folder: str | Path) -> dict[str, Path]:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     return {
-        "json": write_json(folder / layout.RESULTS_JSON, result),
-        "report": write_text(folder / layout.REPORT_MD, render_lemma1_report(result)),
+        "json": write_json(folder / names.RESULTS_JSON, result),
+        "report": write_text(folder / names.REPORT_MD, render_lemma1_report(result)),
         "tv": plot_tv_by_level(result, folder / "tv_by_level.png"),
         "rate": plot_rate_vs_gamma(result, folder / "rate_vs_gamma.png"),
     }

@@ -11,7 +11,7 @@ Any value of the preset's run config (configs/<preset>.yaml) is overridden with
 A rerun of the same command skips every complete stage (corpus, train, evaluate, probe, memory,
 knockout, model, report) and redoes an interrupted one; training resumes from its last complete
 checkpoint. See modeling_hmmroformer/experiments/running/pipeline.py for the stages and
-modeling_hmmroformer/experiments/layout.py for the folder layout.
+modeling_hmmroformer/experiments/names.py for the folder layout.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import numpy as np
 
 from hmm_datasets.corpus import open_corpus
 
-from .. import layout
+from .. import names
 from ..analyses.claims import counted, decide_report, layer_one, model_statistics, profiles
 from ..analyses.ladder_gate import model_places, past_ladder, places_across_seeds
 from ..analyses.memory import recorded_memory_equivalent
@@ -39,12 +39,12 @@ def model_record(
     Figure 1's excess KL, the first probe split's profiles, every claim's statistics (own and
     floors, averaged over the probe splits), memory, and the wall time of its stages (`seconds`:
     stage name -> seconds, as the pipeline ran them)."""
-    fig1 = _read(folder / layout.ANALYSIS_FILES["figure1"])
-    probes = _read(folder / layout.ANALYSIS_FILES["probes"])
-    knockout_path = folder / layout.ANALYSIS_FILES["knockout"]
+    fig1 = _read(folder / names.ANALYSIS_FILES["figure1"])
+    probes = _read(folder / names.ANALYSIS_FILES["probes"])
+    knockout_path = folder / names.ANALYSIS_FILES["knockout"]
     knockout = _read(knockout_path) if knockout_path.is_file() else None
-    yardsticks_path = folder / layout.ANALYSIS_FILES["yardsticks"]
-    development_path = folder / layout.ANALYSIS_FILES["development"]
+    yardsticks_path = folder / names.ANALYSIS_FILES["yardsticks"]
+    development_path = folder / names.ANALYSIS_FILES["development"]
     splits = profiles(fig1, probes, knockout, depth)
     return {
         "version": RECORD_VERSION,
@@ -62,7 +62,7 @@ def model_record(
         "other_splits": splits[1:],
         "statistics": model_statistics(splits),
         "layer_one": {network: layer_one(splits[0][network]) for network in ("trained", "twin")},
-        "memory": _read(folder / layout.ANALYSIS_FILES["model_memory"]),
+        "memory": _read(folder / names.ANALYSIS_FILES["model_memory"]),
         "yardsticks": _read(yardsticks_path) if yardsticks_path.is_file() else None,
         "development": _read(development_path) if development_path.is_file() else None,
         "development_statistics": development_statistics(folder, depth),
@@ -74,7 +74,7 @@ def development_statistics(folder: Path, depth: int) -> dict[str, dict] | None:
     """Every claim's statistics (`claims.model_statistics`) of each kept network the study probed
     (`development_probes/step-<N>/`), by step as text; None where none was probed. Figure 1's
     and the knock-out's curves are the trained model's only: those claims are missing here."""
-    found = sorted((folder / layout.DEVELOPMENT_PROBES).glob(f"step-*/{layout.PROBES_JSON}"))
+    found = sorted((folder / names.DEVELOPMENT_PROBES).glob(f"step-*/{names.PROBES_JSON}"))
     if not found:
         return None
     return {
@@ -205,7 +205,7 @@ def kls(entry: dict) -> dict[str, float]:
 def corpus_yardstick_facts(folder: Path) -> dict | None:
     """What the corpus's yardsticks are (`yardsticks.corpus_yardsticks`: rows, K', the prior-level
     estimate's convergence, labels); None for a corpus without unseen tasks."""
-    path = folder / layout.YARDSTICKS_JSON
+    path = folder / names.YARDSTICKS_JSON
     return _read(path) if path.is_file() else None
 
 
@@ -308,7 +308,7 @@ def summarize_study(
     `yardsticks_folder` the corpus's yardsticks stage (none for a corpus without unseen tasks).
     """
     corpus = open_corpus(str(corpus_folder))
-    lemma1 = _read(lemma1_folder / layout.LEMMA1_JSON)
+    lemma1 = _read(lemma1_folder / names.LEMMA1_JSON)
     facts = None if yardsticks_folder is None else corpus_yardstick_facts(yardsticks_folder)
     spreads = (
         {} if facts is None else {s: c["spread"]["kl_symmetric"] for s, c in facts["convergence"].items()}
@@ -353,5 +353,5 @@ def summarize_study(
         "lemma1": lemma1,
         "yardsticks": facts,
         "models": records,
-        "figures": {**layout.STUDY_FIGURES, "lemma1": f"{layout.LEMMA1}/{layout.LEMMA1_PNG}"},
+        "figures": {**names.STUDY_FIGURES, "lemma1": f"{names.LEMMA1}/{names.LEMMA1_PNG}"},
     }

@@ -18,7 +18,7 @@ from model_cards.study_reports import (
     replace_marked_block,
 )
 
-from .. import layout
+from .. import names
 from ..analyses.development import development_from_dict
 from ..figures.across import ARCHITECTURES_FIGURE, is_diversity_figure, plot_architectures, plot_diversity
 from ..running.stages import machine_description
@@ -29,13 +29,13 @@ from .diversity import DIVERSITY_TITLE, redecide_diversity, summarize_diversity
 def read_study_summaries(studies: list[Path]) -> list[dict]:
     """The summaries (results.json) of study folders; `ValueError` naming the first folder
     whose report has not run."""
-    missing = [folder for folder in studies if not (folder / layout.RESULTS_JSON).is_file()]
+    missing = [folder for folder in studies if not (folder / names.RESULTS_JSON).is_file()]
     if missing:
         raise ValueError(
-            f"{missing[0]} has no {layout.RESULTS_JSON}: run its study's report first "
+            f"{missing[0]} has no {names.RESULTS_JSON}: run its study's report first "
             f"(scripts/study.py --study NAME --out {missing[0]} --records ...)"
         )
-    return [json.loads((folder / layout.RESULTS_JSON).read_text()) for folder in studies]
+    return [json.loads((folder / names.RESULTS_JSON).read_text()) for folder in studies]
 
 
 def write_diversity_report(studies: list[Path], out: Path, readme: str | os.PathLike | None = None) -> Path:
@@ -55,11 +55,9 @@ def committed_report(folder: Path) -> tuple[dict, dict[tuple[str, int], list[dic
     yardstick rows (None where not measured), read from where its `decided_from` names them
     (paths from `folder`; by default `<study>/models` and `<study>/yardsticks.json`);
     `ValueError` naming what is missing."""
-    path = folder / layout.RESULTS_JSON
+    path = folder / names.RESULTS_JSON
     if not path.is_file():
-        raise ValueError(
-            f"{folder} has no {layout.RESULTS_JSON}: give a folder a report across studies wrote"
-        )
+        raise ValueError(f"{folder} has no {names.RESULTS_JSON}: give a folder a report across studies wrote")
     summary = json.loads(path.read_text())
     studies = list(dict.fromkeys(c["study"] for c in summary["cells"]))
     sources = summary.get("decided_from") or decided_from(studies)
@@ -132,11 +130,11 @@ def write_diversity_summary(
     check_report_folder(out, DIVERSITY_TITLE, is_diversity_figure)
     figures = write_report_figures(out, lambda staging: plot_diversity(summary, staging, developments))
     summary["figures"], summary["machine"] = figures, machine or machine_description()
-    write_json(out / layout.RESULTS_JSON, summary)
-    write_text(out / layout.REPORT_MD, render_diversity_report(summary, figures))
+    write_json(out / names.RESULTS_JSON, summary)
+    write_text(out / names.REPORT_MD, render_diversity_report(summary, figures))
     if readme_text is not None:
         write_text(Path(readme), readme_text)
-    return out / layout.REPORT_MD
+    return out / names.REPORT_MD
 
 
 def write_architectures_report(studies: list[Path], out: Path) -> Path:
@@ -151,9 +149,9 @@ def write_architectures_summary(summary: dict, out: Path, machine: dict | None =
     check_report_folder(out, ARCHITECTURES_TITLE, lambda name: name == ARCHITECTURES_FIGURE)
     figures = write_report_figures(out, lambda staging: plot_architectures(summary, staging))
     summary["figures"], summary["machine"] = figures, machine or machine_description()
-    write_json(out / layout.RESULTS_JSON, summary)
-    write_text(out / layout.REPORT_MD, render_architectures_report(summary, figures))
-    return out / layout.REPORT_MD
+    write_json(out / names.RESULTS_JSON, summary)
+    write_text(out / names.REPORT_MD, render_architectures_report(summary, figures))
+    return out / names.REPORT_MD
 
 
 def write_report_figures(out: Path, plot: Callable[[Path], dict[str, str]]) -> dict[str, str]:
@@ -162,17 +160,17 @@ def write_report_figures(out: Path, plot: Callable[[Path], dict[str, str]]) -> d
     figures: dict[str, str] = {}
 
     def staged(staging: Path) -> None:
-        figures.update({name: f"{layout.FIGURES}/{file}" for name, file in plot(staging).items()})
+        figures.update({name: f"{names.FIGURES}/{file}" for name, file in plot(staging).items()})
 
     out.mkdir(parents=True, exist_ok=True)
-    build_folder(out / layout.FIGURES, staged)
+    build_folder(out / names.FIGURES, staged)
     return figures
 
 
 def check_report_folder(out: Path, title: str, is_ours: Callable[[str], bool]) -> None:
     """`ValueError` when `out` holds a REPORT.md (not starting with `title`) or figures this
     report did not write (it would replace them)."""
-    report, figures = out / layout.REPORT_MD, out / layout.FIGURES
+    report, figures = out / names.REPORT_MD, out / names.FIGURES
     if report.is_file() and not report.read_text().startswith(title):
         raise ValueError(f"{report} is another report: choose another --out (nothing was written)")
     strangers = [

@@ -12,7 +12,7 @@ from hmm_datasets.files import write_json
 from hmm_datasets.memory import FIT_FLOOR
 from probing.figures import pyplot, save_figure
 
-from .. import layout
+from .. import names
 
 # ---- one model: Figure 1, its memory, Lemma 1 --------------------------------------------------
 LINES = {"model": ("C0", "-"), "bayes": ("k", "--"), "oracle": ("0.5", ":")}  # other predictors: dash-dot
@@ -171,22 +171,22 @@ def write_figure1(result: dict, out: str | Path) -> dict[str, Path]:
     """`figure1.json` and `figure1.png` of `evaluation.figure1`'s result in `out`."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    json_path = write_json(out / layout.FIGURE1_JSON, result)
-    return {"json": json_path, "png": plot_figure1(result, out / layout.FIGURE1_PNG)}
+    json_path = write_json(out / names.FIGURE1_JSON, result)
+    return {"json": json_path, "png": plot_figure1(result, out / names.FIGURE1_PNG)}
 
 
 def write_lemma1(result: dict, folder: str | Path) -> dict[str, Path]:
     """`lemma1.json` and `lemma1.png` of `memory.corpus_lemma1`'s result in `folder`."""
     folder = Path(folder)
-    json_path = write_json(folder / layout.LEMMA1_JSON, result)
-    return {"json": json_path, "png": plot_lemma1(result, folder / layout.LEMMA1_PNG)}
+    json_path = write_json(folder / names.LEMMA1_JSON, result)
+    return {"json": json_path, "png": plot_lemma1(result, folder / names.LEMMA1_PNG)}
 
 
 def write_model_memory(result: dict, folder: str | Path) -> dict[str, Path]:
     """`memory.json` and `memory.png` of `memory.model_memory`'s result in `folder`."""
     folder = Path(folder)
-    json_path = write_json(folder / layout.MEMORY_JSON, result)
-    return {"json": json_path, "png": plot_model_memory(result, folder / layout.MEMORY_PNG)}
+    json_path = write_json(folder / names.MEMORY_JSON, result)
+    return {"json": json_path, "png": plot_model_memory(result, folder / names.MEMORY_PNG)}
 
 
 # ---- a model over training (`development.Development`) -----------------------------------------
@@ -258,5 +258,5 @@ def write_development(record: dict, path: str | Path) -> dict[str, Path]:
     path = Path(path)
     return {
         "json": write_json(path, record),
-        "png": plot_development(record, path.with_name(layout.DEVELOPMENT_PNG)),
+        "png": plot_development(record, path.with_name(names.DEVELOPMENT_PNG)),
     }

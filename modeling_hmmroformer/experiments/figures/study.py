@@ -10,7 +10,7 @@ import numpy as np
 
 from probing.figures import pyplot, save_figure
 
-from .. import layout
+from .. import names
 
 
 def seed_band(ax, x, curves: list[list[float | None]], label: str | None, color, line: str = "-") -> None:
@@ -194,4 +194,4 @@ def plot_study(summary: dict, folder: Path) -> None:
         "memory_by_depth": plot_memory_by_depth,
     }
     for name, plot in plots.items():
-        plot(summary, folder / Path(layout.STUDY_FIGURES[name]).name)
+        plot(summary, folder / Path(names.STUDY_FIGURES[name]).name)

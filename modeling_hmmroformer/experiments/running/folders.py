@@ -1,7 +1,7 @@
 """What a pipeline's folders hold, written and read back: the yardsticks of a corpus, the
 networks kept over training (placed on the yardsticks one by one), and a model folder
 summarized for its card. The analyses take and return values; the file names are here and in
-`layout`.
+`names`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from probing.capture import load_causal_lm
 from probing.names import FIGURE7_PATTERN
 from probing.summary import summarize_probe_results
 
-from .. import layout
+from .. import names
 from ..analyses.development import Development, NetworkPlace, place_network
 from ..analyses.evaluation import model_next_token_probs
 from ..analyses.summary import belief_table, model_claims, summarize_figure1, summarize_memory
@@ -38,14 +38,14 @@ from ..analyses.yardsticks import SPLITS, ladder_predictions
 def write_yardsticks(folder: Path, facts: dict, tensors: dict[str, torch.Tensor]) -> None:
     """The yardsticks' predictions and facts into `folder`, each file whole or not at all."""
     contiguous = {name: t.contiguous() for name, t in tensors.items()}
-    write_atomically(folder / layout.YARDSTICKS_TENSORS, lambda staging: save_file(contiguous, str(staging)))
-    write_json(folder / layout.YARDSTICKS_JSON, facts)
+    write_atomically(folder / names.YARDSTICKS_TENSORS, lambda staging: save_file(contiguous, str(staging)))
+    write_json(folder / names.YARDSTICKS_JSON, facts)
 
 
 def read_yardsticks(folder: Path) -> tuple[dict, dict[str, torch.Tensor]]:
     """The yardsticks' facts and predictions `write_yardsticks` wrote into `folder`."""
-    return json.loads((folder / layout.YARDSTICKS_JSON).read_text()), load_file(
-        str(folder / layout.YARDSTICKS_TENSORS)
+    return json.loads((folder / names.YARDSTICKS_JSON).read_text()), load_file(
+        str(folder / names.YARDSTICKS_TENSORS)
     )
 
 
@@ -63,7 +63,7 @@ def step_of(name: str) -> int | None:
 def kept_networks(folder: Path) -> list[tuple[int, Path]]:
     """The checkpoints in `folder` (sub-folders holding a config.json whose name ends in a step),
     by step; `folder` itself where it is one checkpoint."""
-    config = layout.MODEL_CONFIG_JSON
+    config = names.MODEL_CONFIG_JSON
     inside = [(step_of(p.name), p) for p in folder.iterdir() if p.is_dir() and (p / config).is_file()]
     found = sorted((step, path) for step, path in inside if step is not None)
     if not found and (folder / config).is_file():
@@ -75,7 +75,7 @@ def kept_networks(folder: Path) -> list[tuple[int, Path]]:
 def tokens_at(folder: Path, step: int) -> int | None:
     """Training tokens at `step`, from the run config and corpus config a checkpoint of
     `scripts/train.py` carries (one process: the world size is not recorded); None elsewhere."""
-    run_config, corpus_config = folder / layout.RUN_CONFIG_YAML, folder / layout.CORPUS_CONFIG_JSON
+    run_config, corpus_config = folder / names.RUN_CONFIG_YAML, folder / names.CORPUS_CONFIG_JSON
     if not (run_config.is_file() and corpus_config.is_file()):
         return None
     training = (yaml.safe_load(run_config.read_text()) or {}).get("training", {})
@@ -133,7 +133,7 @@ def safetensors_parameter_count(path: str | os.PathLike) -> int:
 def summarize_model_folder(folder: str | os.PathLike) -> dict:
     """Everything the card and the report show, from the files of a model folder (module docstring)."""
     folder = Path(folder)
-    if not (folder / layout.MODEL_CONFIG_JSON).is_file():
+    if not (folder / names.MODEL_CONFIG_JSON).is_file():
         raise ValueError(f"{folder} has no config.json: pass a model folder written by scripts/train.py.")
     # through AutoConfig: any architecture's names (GPT-2's n_layer is its num_hidden_layers)
     config = AutoConfig.from_pretrained(folder)
@@ -151,27 +151,27 @@ def summarize_model_folder(folder: str | os.PathLike) -> dict:
             )
         }
     }
-    if (folder / layout.WEIGHTS).is_file():
-        summary["model"]["num_parameters"] = safetensors_parameter_count(folder / layout.WEIGHTS)
+    if (folder / names.WEIGHTS).is_file():
+        summary["model"]["num_parameters"] = safetensors_parameter_count(folder / names.WEIGHTS)
     optional = {
-        "corpus": layout.CORPUS_CONFIG_JSON,
-        "training": layout.TRAIN_RESULTS_JSON,
-        **layout.ANALYSIS_FILES,
+        "corpus": names.CORPUS_CONFIG_JSON,
+        "training": names.TRAIN_RESULTS_JSON,
+        **names.ANALYSIS_FILES,
     }
     raw = {name: _read_json(folder / path) for name, path in optional.items()}
     summary["corpus"] = raw["corpus"]
     summary["training"] = raw["training"]
-    run_config = folder / layout.RUN_CONFIG_YAML
+    run_config = folder / names.RUN_CONFIG_YAML
     summary["run_config"] = yaml.safe_load(run_config.read_text()) if run_config.is_file() else None
     summary["in_context"] = summarize_figure1(raw["figure1"]) if raw["figure1"] else None
     summary["probes"] = summarize_probe_results(raw["probes"]) if raw["probes"] else None
     summary["memory"] = summarize_memory(raw["lemma1"], raw["model_memory"])
     summary["beliefs"] = belief_table(raw["probes"])
     summary["claims"] = model_claims(raw["figure1"], raw["probes"], raw["knockout"], config.num_hidden_layers)
-    figure7 = folder.glob(f"{layout.PROBES}/{FIGURE7_PATTERN.format(row='*')}")
+    figure7 = folder.glob(f"{names.PROBES}/{FIGURE7_PATTERN.format(row='*')}")
     summary["figure7"] = sorted(str(p.relative_to(folder)) for p in figure7)
     summary["figures"] = {
-        name: path for name, path in layout.CARD_FIGURES.items() if name != "knockout" or raw["knockout"]
+        name: path for name, path in names.CARD_FIGURES.items() if name != "knockout" or raw["knockout"]
     }
     return summary
 

@@ -41,7 +41,7 @@ from hmm_datasets.export import corpus_folder_problem
 from hmm_datasets.files import build_folder, write_atomically
 from hmm_datasets.names import MANIFEST_FILENAME
 
-from .. import layout
+from .. import names
 from .engine import (
     RunState,
     StageRecord,
@@ -117,7 +117,7 @@ def read_pipeline_state(p: Pipeline) -> RunState:
     return read_state(p.state_path, p.fresh_state(), p.plan.noun)
 
 
-SHARED_STAGES = {"corpus": layout.CORPUS, "lemma1": layout.LEMMA1, "yardsticks": layout.YARDSTICKS}
+SHARED_STAGES = {"corpus": names.CORPUS, "lemma1": names.LEMMA1, "yardsticks": names.YARDSTICKS}
 
 
 # the settings that shape the shared stages: a folder made with the same ones can lend them
@@ -318,5 +318,5 @@ def withdraw_report(p: Pipeline, state: RunState) -> None:
     """Remove an older REPORT.md and results.json when the report stage is to run again, before any
     stage does: a run that stops on the way never leaves a report that looks current."""
     if "report" not in state.stages:
-        for name in (layout.REPORT_MD, layout.RESULTS_JSON):
+        for name in (names.REPORT_MD, names.RESULTS_JSON):
             (p.out / name).unlink(missing_ok=True)

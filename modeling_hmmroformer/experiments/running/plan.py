@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from .. import layout
+from .. import names
 from ..settings import CONFIGS_DIR, RunConfig, Settings, fingerprint, flat_settings, load_run_config
 from .engine import RunState
 from .training import kept_steps
@@ -36,7 +36,7 @@ class Plan:
 
     @property
     def state_file(self) -> str:
-        return layout.state_file(self.name)
+        return names.state_file(self.name)
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class Pipeline:
 
     @property
     def corpus(self) -> Path:
-        return self.out / layout.CORPUS
+        return self.out / names.CORPUS
 
     @property
     def state_path(self) -> Path:
@@ -99,7 +99,7 @@ class Pipeline:
         return (
             None
             if self.records is None
-            else self.records / f"{layout.model_folder_name(m.depth, m.seed)}.json"
+            else self.records / f"{names.model_folder_name(m.depth, m.seed)}.json"
         )
 
     def has_record(self, m: ModelRun) -> bool:
@@ -165,14 +165,14 @@ def make_pipeline(
     if source is not None:  # never silently replaced by the pipeline's own corpus
         raise ValueError(
             f"--data.source {source}: a {plan.noun} trains on the corpus it generates into "
-            f"{out / layout.CORPUS} "
+            f"{out / names.CORPUS} "
             "from the corpus section (--corpus.<field> value) and reads no other; to train on a corpus "
             "folder of your own, run scripts/train.py with --data.source (nothing was written)."
         )
     run = load_run_config(Path(configs_dir) / settings.run_config, settings.overrides)
     check_probe_tasks(settings, run)
     check_development_probes(settings, run)
-    run = run.with_overrides({"data": {"source": str(out / layout.CORPUS)}})
+    run = run.with_overrides({"data": {"source": str(out / names.CORPUS)}})
     models = []
     for seed in settings.seeds or (run.seed,):
         for depth in settings.depths or (run.depth,):
@@ -180,9 +180,9 @@ def make_pipeline(
                 continue
             folder, tag = out, ""
             if plan.grid:
-                folder = out / layout.MODELS / layout.model_folder_name(depth, seed)
+                folder = out / names.MODELS / names.model_folder_name(depth, seed)
                 tag = f"depth{depth} seed{seed}"
-            training = {"output_dir": str(folder / layout.TRAINING), "seed": seed}
+            training = {"output_dir": str(folder / names.TRAINING), "seed": seed}
             if not progress:
                 training["disable_tqdm"] = True
             placed = run.with_depth(depth).with_overrides({"training": training})

@@ -15,7 +15,7 @@ from pathlib import Path
 from hmm_datasets.files import build_folder
 from model_cards.render import render_report, write_model_card
 
-from .. import layout
+from .. import names
 from .engine import RunState
 from .folders import summarize_model_folder
 from .plan import MODEL_STAGES, ModelRun, Pipeline, Plan
@@ -41,13 +41,13 @@ REPRODUCTION = Plan("reproduce", "reproduction", grid=False, stages=reproduction
 
 def package_model(p: Pipeline, m: ModelRun) -> None:
     """The checkpoint to publish: final weights, code and configs, the analyses, the model card."""
-    trained, final = m.path(layout.TRAINING), p.out / layout.MODEL
+    trained, final = m.path(names.TRAINING), p.out / names.MODEL
 
     def write(staging: Path) -> None:
         for path in sorted(trained.iterdir()):
             if path.is_file() and path.suffix in MODEL_FILE_SUFFIXES:
                 shutil.copy2(path, staging / path.name)
-        for name in (layout.FIGURE1, layout.PROBES, layout.MEMORY, layout.KNOCKOUT):
+        for name in (names.FIGURE1, names.PROBES, names.MEMORY, names.KNOCKOUT):
             shutil.copytree(m.path(name), staging / name)
         write_model_card(staging, summarize_model_folder(staging), location=str(final))
 
@@ -55,23 +55,23 @@ def package_model(p: Pipeline, m: ModelRun) -> None:
 
 
 REPORT_FILES = {
-    layout.REPORT_MD: "this report",
-    layout.RESULTS_JSON: "every number of this report, with the stage times and the machine",
-    f"{layout.CORPUS}/": "the corpus: Parquet shards, HMM parameters, dataset card (a Hub dataset repo)",
-    f"{layout.MODEL}/": "the final checkpoint with its code, configs, figures and model card (a Hub model repo)",
-    f"{layout.TRAINING}/": "the Trainer's output: checkpoints, TensorBoard logs (`tensorboard --logdir training/runs`)",
-    f"{layout.FIGURE1}/": "Figure 1: figure1.json, figure1.png",
-    f"{layout.PROBES}/": "Figures 2, 3(a), 3(b), 7: probe_results.json and the PNGs",
-    f"{layout.MEMORY}/": "Lemma 1 (lemma1.json, lemma1.png) and the model's own memory (memory.json)",
-    f"{layout.KNOCKOUT}/": "the rotary knock-out, model and twin (knockout.json, knockout.png)",
-    layout.RUN_CONFIG_COPY: "the run config training used",
-    layout.state_file("reproduce"): "which stages are complete, with their wall times",
+    names.REPORT_MD: "this report",
+    names.RESULTS_JSON: "every number of this report, with the stage times and the machine",
+    f"{names.CORPUS}/": "the corpus: Parquet shards, HMM parameters, dataset card (a Hub dataset repo)",
+    f"{names.MODEL}/": "the final checkpoint with its code, configs, figures and model card (a Hub model repo)",
+    f"{names.TRAINING}/": "the Trainer's output: checkpoints, TensorBoard logs (`tensorboard --logdir training/runs`)",
+    f"{names.FIGURE1}/": "Figure 1: figure1.json, figure1.png",
+    f"{names.PROBES}/": "Figures 2, 3(a), 3(b), 7: probe_results.json and the PNGs",
+    f"{names.MEMORY}/": "Lemma 1 (lemma1.json, lemma1.png) and the model's own memory (memory.json)",
+    f"{names.KNOCKOUT}/": "the rotary knock-out, model and twin (knockout.json, knockout.png)",
+    names.RUN_CONFIG_COPY: "the run config training used",
+    names.state_file("reproduce"): "which stages are complete, with their wall times",
 }
 
 
 def write_report(p: Pipeline, state: RunState) -> None:
     """A reproduction's results.json and REPORT.md, from its published model folder."""
-    summary = summarize_model_folder(p.out / layout.MODEL)
+    summary = summarize_model_folder(p.out / names.MODEL)
     results = {
         "preset": p.settings.name,
         **summary,

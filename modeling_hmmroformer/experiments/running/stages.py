@@ -28,7 +28,7 @@ from probing.knockout import rotary_knockout, scored_test_positions
 from probing.plots import plot_rotary_knockout, write_probe_results
 from probing.run import run_probing
 
-from .. import layout
+from .. import names
 from ..analyses.evaluation import figure1, load_evaluation_data, model_next_token_probs
 from ..analyses.memory import corpus_lemma1, corpus_model_memory
 from ..analyses.yardsticks import SPLITS, corpus_yardsticks, place_model
@@ -95,11 +95,11 @@ def build_corpus(p: Pipeline) -> None:
 def train_model(p: Pipeline, m: ModelRun) -> None:
     """Train in this process (`accelerate launch` for several GPUs); resume from the last
     complete checkpoint, or start over if an earlier try stopped before its first one."""
-    folder = m.path(layout.TRAINING)
+    folder = m.path(names.TRAINING)
     resume = folder.is_dir() and any(is_complete_checkpoint(c) for c in checkpoints(folder))
     if folder.exists() and not resume:
         shutil.rmtree(folder)
-    config_copy = m.path(layout.RUN_CONFIG_COPY)
+    config_copy = m.path(names.RUN_CONFIG_COPY)
     write_text(config_copy, m.run.to_yaml())
     if p.num_processes == 1:
         train(m.run, resume=resume)
@@ -108,7 +108,7 @@ def train_model(p: Pipeline, m: ModelRun) -> None:
     command += [str(p.num_processes), "--module", TRAIN_COMMAND, "--config", str(config_copy)]
     command += ["--resume"] if resume else []
     done = subprocess.run(command, check=False)
-    if done.returncode != 0 or not (folder / layout.TRAIN_RESULTS_JSON).is_file():
+    if done.returncode != 0 or not (folder / names.TRAIN_RESULTS_JSON).is_file():
         raise RuntimeError(
             f"training stopped (exit status {done.returncode}): {' '.join(command)}. Rerun the same "
             "command to resume from its last complete checkpoint."
@@ -118,12 +118,12 @@ def train_model(p: Pipeline, m: ModelRun) -> None:
 def measure_lemma1(p: Pipeline) -> None:
     data = load_evaluation_data(str(p.corpus), p.settings.memory_rows)
     result = corpus_lemma1(data, p.settings.memories)
-    build_folder(p.out / layout.LEMMA1, lambda staging: write_lemma1(result, staging))
+    build_folder(p.out / names.LEMMA1, lambda staging: write_lemma1(result, staging))
 
 
 def trained_model(m: ModelRun):
     """The model training wrote, HMMRoFormer or another architecture, on the GPU when there is one."""
-    return load_causal_lm(str(m.path(layout.TRAINING)), check=check_causal_lm)
+    return load_causal_lm(str(m.path(names.TRAINING)), check=check_causal_lm)
 
 
 def measure_yardsticks(p: Pipeline) -> None:
@@ -131,7 +131,7 @@ def measure_yardsticks(p: Pipeline) -> None:
     facts, tensors = corpus_yardsticks(
         open_corpus(str(p.corpus)), p.settings.yardstick_rows, p.settings.prior_particles
     )
-    build_folder(p.out / layout.YARDSTICKS, lambda staging: write_yardsticks(staging, facts, tensors))
+    build_folder(p.out / names.YARDSTICKS, lambda staging: write_yardsticks(staging, facts, tensors))
 
 
 def evaluate_model(p: Pipeline, m: ModelRun) -> None:
@@ -142,7 +142,7 @@ def evaluate_model(p: Pipeline, m: ModelRun) -> None:
     result = figure1(model, data, twin=untrained_twin(model, m.seed), progress=p.progress)
     placed = None
     if has_unseen_tasks(p):
-        _, tensors = read_yardsticks(p.out / layout.YARDSTICKS)
+        _, tensors = read_yardsticks(p.out / names.YARDSTICKS)
         vocab = data.config.vocab_size + 1
         probs = {
             split: model_next_token_probs(model, tensors[f"{split}/input_ids"], vocab) for split in SPLITS
@@ -152,22 +152,22 @@ def evaluate_model(p: Pipeline, m: ModelRun) -> None:
     def write(staging: Path) -> None:
         write_figure1(result, staging)
         if placed is not None:
-            write_json(staging / layout.YARDSTICKS_JSON, placed)
+            write_json(staging / names.YARDSTICKS_JSON, placed)
 
-    build_folder(m.path(layout.FIGURE1), write)
+    build_folder(m.path(names.FIGURE1), write)
 
 
 def measure_development(p: Pipeline, m: ModelRun) -> None:
     """Every network training kept, placed on the corpus's yardsticks and labelled
     (`development.place_networks`), with its figure."""
-    facts, tensors = read_yardsticks(p.out / layout.YARDSTICKS)
-    kept = m.path(layout.TRAINING) / layout.DEVELOPMENT
+    facts, tensors = read_yardsticks(p.out / names.YARDSTICKS)
+    kept = m.path(names.TRAINING) / names.DEVELOPMENT
     source = str(kept.relative_to(m.folder))
     record = place_networks(kept_networks(kept), open_corpus(str(p.corpus)), facts, tensors, source).to_dict()
 
     build_folder(
-        m.path(layout.DEVELOPMENT),
-        lambda staging: write_development(record, staging / layout.DEVELOPMENT_JSON),
+        m.path(names.DEVELOPMENT),
+        lambda staging: write_development(record, staging / names.DEVELOPMENT_JSON),
     )
 
 
@@ -175,17 +175,17 @@ def probe_development(p: Pipeline, m: ModelRun) -> None:
     """The probes of the kept networks at the settings' `development_probes` steps, each with the
     network as training initialised it (step 0) as the control, each written whole in
     `development_probes/step-<N>/` as it finishes (a stopped stage keeps the finished ones)."""
-    kept = dict(kept_networks(m.path(layout.TRAINING) / layout.DEVELOPMENT))
+    kept = dict(kept_networks(m.path(names.TRAINING) / names.DEVELOPMENT))
     missing = [step for step in (0, *p.settings.development_probes) if step not in kept]
     if missing:
         raise ValueError(
-            f"{m.path(layout.TRAINING)} kept no network at steps {missing} (it kept {sorted(kept)}): give "
+            f"{m.path(names.TRAINING)} kept no network at steps {missing} (it kept {sorted(kept)}): give "
             "development_probes among the steps of run.checkpoints."
         )
     corpus, twin = open_corpus(str(p.corpus)), load_causal_lm(str(kept[0]), check=check_causal_lm)
     for step in p.settings.development_probes:
-        target = m.path(layout.DEVELOPMENT_PROBES) / kept_name(step)
-        if (target / layout.PROBES_JSON).is_file():
+        target = m.path(names.DEVELOPMENT_PROBES) / kept_name(step)
+        if (target / names.PROBES_JSON).is_file():
             continue
         model = load_causal_lm(str(kept[step]), check=check_causal_lm)
         result = run_probing(
@@ -204,7 +204,7 @@ def probe_model(p: Pipeline, m: ModelRun) -> None:
         untrained_model=untrained_twin(model, m.seed),
         progress=p.progress,
     )
-    build_folder(m.path(layout.PROBES), lambda staging: write_probe_results(result, staging))
+    build_folder(m.path(names.PROBES), lambda staging: write_probe_results(result, staging))
 
 
 def measure_memory(p: Pipeline, m: ModelRun, with_lemma1: bool) -> None:
@@ -218,7 +218,7 @@ def measure_memory(p: Pipeline, m: ModelRun, with_lemma1: bool) -> None:
             write_lemma1(lemma1, staging)
         write_model_memory(memory, staging)
 
-    build_folder(m.path(layout.MEMORY), write)
+    build_folder(m.path(names.MEMORY), write)
 
 
 def measure_knockout(p: Pipeline, m: ModelRun) -> None:
@@ -229,7 +229,7 @@ def measure_knockout(p: Pipeline, m: ModelRun) -> None:
     reason = positions_outside_attention(model)
     if reason is not None:
         skipped = {"skipped": reason}
-        build_folder(m.path(layout.KNOCKOUT), lambda staging: write_json(staging / KNOCKOUT_SKIPPED, skipped))
+        build_folder(m.path(names.KNOCKOUT), lambda staging: write_json(staging / KNOCKOUT_SKIPPED, skipped))
         return
     data = load_evaluation_data(str(p.corpus), p.settings.memory_rows)
     bayes = reference_predictors(data.params)["bayes"].next_token_probs(data.input_ids, data.task_ids)
@@ -241,12 +241,12 @@ def measure_knockout(p: Pipeline, m: ModelRun) -> None:
     }
 
     def write(staging: Path) -> None:
-        write_json(staging / layout.KNOCKOUT_JSON, result)
-        plot_rotary_knockout(result["trained"], staging / layout.KNOCKOUT_PNG, untrained=result["twin"])
+        write_json(staging / names.KNOCKOUT_JSON, result)
+        plot_rotary_knockout(result["trained"], staging / names.KNOCKOUT_PNG, untrained=result["twin"])
 
-    build_folder(m.path(layout.KNOCKOUT), write)
+    build_folder(m.path(names.KNOCKOUT), write)
 
 
 def write_json_and_report(p: Pipeline, results: dict, report: str) -> None:
-    write_json(p.out / layout.RESULTS_JSON, results)
-    write_text(p.out / layout.REPORT_MD, report)
+    write_json(p.out / names.RESULTS_JSON, results)
+    write_text(p.out / names.REPORT_MD, report)

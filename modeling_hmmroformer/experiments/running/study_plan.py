@@ -18,7 +18,7 @@ from collections.abc import Callable
 from hmm_datasets.files import build_folder, write_json
 from model_cards.study_reports import render_study_report
 
-from .. import layout
+from .. import names
 from ..decisions.aggregate import check_records, model_record, summarize_study
 from ..figures.study import plot_study
 from ..settings import flat_settings
@@ -56,7 +56,7 @@ def record_model(p: Pipeline, m: ModelRun, state: RunState) -> None:
         m.depth, m.seed, m.folder, p.record_fingerprint(), seconds=model_seconds(p, state, m)
     )
     record["settings"] = flat_settings(p.settings, p.run)  # names the setting that differs, on a refusal
-    write_json(m.path(layout.RECORD_JSON), record)
+    write_json(m.path(names.RECORD_JSON), record)
     if p.records is not None:
         write_json(p.record_path(m), record)
 
@@ -72,7 +72,7 @@ def model_seconds(p: Pipeline, state: RunState, m: ModelRun) -> dict[str, float]
 
 def read_record(p: Pipeline, m: ModelRun) -> dict:
     """Model `m`'s record: from the records folder, else from its model folder."""
-    path = p.record_path(m) if p.has_record(m) else m.path(layout.RECORD_JSON)
+    path = p.record_path(m) if p.has_record(m) else m.path(names.RECORD_JSON)
     return json.loads(path.read_text())
 
 
@@ -81,11 +81,11 @@ def write_study_report(p: Pipeline, state: RunState) -> None:
     records = [read_record(p, m) for m in p.models]
     check_records(records, p.record_fingerprint(), flat_settings(p.settings, p.run))
     summary = summarize_study(
-        p.settings, p.run, records, p.corpus, p.out / layout.LEMMA1, p.out / layout.YARDSTICKS
+        p.settings, p.run, records, p.corpus, p.out / names.LEMMA1, p.out / names.YARDSTICKS
     )
     summary["stage_seconds"] = state.seconds()
     summary["machine"] = machine = machine_description()
-    build_folder(p.out / layout.FIGURES, lambda staging: plot_study(summary, staging))
+    build_folder(p.out / names.FIGURES, lambda staging: plot_study(summary, staging))
     write_json_and_report(p, summary, render_study_report(summary, machine))
 
 

@@ -41,7 +41,7 @@ from hmm_datasets.scoring import flatten_scores, in_context_scores
 from probing.architecture import HMM_ROFORMER
 
 from ...modeling_hmm_roformer import HMMRoFormerForCausalLM
-from .. import layout
+from .. import names
 from ..analyses.evaluation import model_next_token_log_probs
 from ..settings import RunConfig
 
@@ -65,7 +65,7 @@ def load_corpus(run: RunConfig) -> Corpus:
     if differ:
         raise ValueError(
             f"data.source={source} holds another corpus than the run config's corpus section: {', '.join(differ)}. "
-            f"Make the corpus section describe it (its {layout.CORPUS_CONFIG_JSON} has every field), or use "
+            f"Make the corpus section describe it (its {names.CORPUS_CONFIG_JSON} has every field), or use "
             "data.source: builder to generate the corpus the section describes."
         )
     return corpus
@@ -167,7 +167,7 @@ class InContextTrainer(Trainer):
         metrics.update(flat)
         if self.is_world_process_zero():
             record = {"step": self.state.global_step, **scores}
-            write_json(Path(self.args.output_dir) / layout.ICL_SCORES_JSON, record)
+            write_json(Path(self.args.output_dir) / names.ICL_SCORES_JSON, record)
         return metrics
 
 
@@ -259,8 +259,8 @@ def kept_steps(run: RunConfig) -> list[int]:
 
 def is_kept_network(folder: Path) -> bool:
     """Whether a kept network's folder is complete (its run config is written last)."""
-    names = (layout.MODEL_CONFIG_JSON, layout.WEIGHTS, layout.RUN_CONFIG_YAML)
-    return all((folder / name).exists() for name in names)
+    files = (names.MODEL_CONFIG_JSON, names.WEIGHTS, names.RUN_CONFIG_YAML)
+    return all((folder / name).exists() for name in files)
 
 
 class StepTimer(TrainerCallback, ExportableState):
@@ -340,14 +340,14 @@ def whole_run_metrics(
 
 def write_run_files(folder: Path, run: RunConfig, corpus_config: HMMMixtureConfig) -> None:
     """The corpus config, then the run config (written last: a checkpoint with it is complete)."""
-    write_text(folder / layout.CORPUS_CONFIG_JSON, corpus_config.to_json() + "\n")
-    write_text(folder / layout.RUN_CONFIG_YAML, run.to_yaml())
+    write_text(folder / names.CORPUS_CONFIG_JSON, corpus_config.to_json() + "\n")
+    write_text(folder / names.RUN_CONFIG_YAML, run.to_yaml())
 
 
 # ---- checkpoints ------------------------------------------------------------------------------
 def is_complete_checkpoint(folder: Path) -> bool:
-    names = (layout.MODEL_CONFIG_JSON, layout.WEIGHTS, TRAINER_STATE_NAME, layout.RUN_CONFIG_YAML)
-    return all((folder / name).exists() for name in names)
+    files = (names.MODEL_CONFIG_JSON, names.WEIGHTS, TRAINER_STATE_NAME, names.RUN_CONFIG_YAML)
+    return all((folder / name).exists() for name in files)
 
 
 def checkpoint_step(folder: Path) -> int:
@@ -366,7 +366,7 @@ def checkpoint_damage(folder: Path) -> str | None:
     short by a full disk or a copy stopped half-way), or None: safetensors' header must cover
     the file, and optimizer.pt must end as the zip archive torch saves."""
     try:
-        with safe_open(str(folder / layout.WEIGHTS), framework="pt"):
+        with safe_open(str(folder / names.WEIGHTS), framework="pt"):
             pass
     except (SafetensorError, OSError) as error:
         return f"its model.safetensors cannot be read ({' '.join(str(error).split())})"
@@ -395,7 +395,7 @@ def resume_checkpoint(output_dir: Path) -> Path:
         )
     raise ValueError(
         f"--resume: no complete checkpoint in {output_dir} (a complete one holds config.json, "
-        f"model.safetensors, trainer_state.json and {layout.RUN_CONFIG_YAML}). Start the run without --resume."
+        f"model.safetensors, trainer_state.json and {names.RUN_CONFIG_YAML}). Start the run without --resume."
     )
 
 
@@ -473,7 +473,7 @@ def prepare(run: RunConfig, resume: bool) -> PreparedRun:
         )
     callbacks = [SaveRunConfigCallback(run, corpus.config), LogAtEverySave(), StepTimer()]
     if kept:
-        folder = output_dir / layout.DEVELOPMENT
+        folder = output_dir / names.DEVELOPMENT
         callbacks.append(DevelopmentCheckpoints(folder, kept, run, corpus.config))
     trainer = InContextTrainer(
         model=model,
@@ -487,14 +487,14 @@ def prepare(run: RunConfig, resume: bool) -> PreparedRun:
         icl_evaluator=evaluator,
     )
     if trainer.is_world_process_zero():
-        write_text(output_dir / layout.RUN_CONFIG_YAML, run.to_yaml())
+        write_text(output_dir / names.RUN_CONFIG_YAML, run.to_yaml())
     return PreparedRun(trainer, corpus, checkpoint)
 
 
 def finished_run_metrics(run: RunConfig) -> dict | None:
     """The results of a run that already trained all its steps (its newest checkpoint is at
     `max_steps` and its final folder is written), else None: resuming it has nothing to do."""
-    results = run.output_dir / layout.TRAIN_RESULTS_JSON
+    results = run.output_dir / names.TRAIN_RESULTS_JSON
     if not results.is_file():
         return None
     state = json.loads((resume_checkpoint(run.output_dir) / TRAINER_STATE_NAME).read_text())
@@ -529,7 +529,7 @@ def train(run: RunConfig, resume: bool = False) -> dict:
         metrics.update(trainer.evaluate())
     if trainer.is_world_process_zero():
         write_run_files(run.output_dir, run, corpus.config)
-        write_atomically(run.output_dir / layout.PARAMS_FILENAME, corpus.params.save)
+        write_atomically(run.output_dir / names.PARAMS_FILENAME, corpus.params.save)
         tokens = trainer.state.global_step * _tokens_per_step(trainer, corpus.config)
         metrics["train_tokens"] = tokens
         metrics["train_steps"] = trainer.state.global_step
@@ -546,9 +546,7 @@ def train(run: RunConfig, resume: bool = False) -> dict:
             )
         if torch.cuda.is_available():  # this process's peak, evaluation included
             metrics["peak_gpu_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
-        write_text(
-            run.output_dir / layout.TRAIN_RESULTS_JSON, json.dumps(_jsonable(metrics), indent=2) + "\n"
-        )
+        write_text(run.output_dir / names.TRAIN_RESULTS_JSON, json.dumps(_jsonable(metrics), indent=2) + "\n")
     return metrics
 
 

@@ -10,7 +10,7 @@ import pytest
 from transformers import TrainerCallback
 
 from hmm_datasets.predictors import IN_CONTEXT
-from modeling_hmmroformer.experiments import layout
+from modeling_hmmroformer.experiments import names
 from modeling_hmmroformer.experiments.analyses.development import (
     SplitPlace,
     development_from_dict,
@@ -90,19 +90,19 @@ class KillAt(TrainerCallback):
 
 def test_a_killed_run_resumes_and_keeps_every_network_it_had_kept(tmp_path):
     run = tiny_run(tmp_path, *LEARNS)
-    kept = run.output_dir / layout.DEVELOPMENT
+    kept = run.output_dir / names.DEVELOPMENT
     schedule = checkpoint_schedule(120, 5, 10)  # [0, 10, 23, 52, 120]
     prepared = prepare(run, resume=False)
     prepared.trainer.add_callback(KillAt(60))  # after the Trainer's checkpoint at 40, past 52
     with pytest.raises(Killed):
         prepared.trainer.train()
     before = {step: kept / kept_name(step) for step in schedule if step <= 60}
-    stamps = {step: (folder / layout.WEIGHTS).stat().st_mtime_ns for step, folder in before.items()}
+    stamps = {step: (folder / names.WEIGHTS).stat().st_mtime_ns for step, folder in before.items()}
     assert [step for step, _ in kept_networks(kept)] == schedule[:-1]
     train(run, resume=True)  # from checkpoint-40: steps 41..60 again, 52 among them
     assert [step for step, _ in kept_networks(kept)] == schedule
     for step, folder in before.items():  # none written again, the one past the resumed step included
-        assert (folder / layout.WEIGHTS).stat().st_mtime_ns == stamps[step]
+        assert (folder / names.WEIGHTS).stat().st_mtime_ns == stamps[step]
     assert not list(kept.glob(".*partial"))
 
 
@@ -120,7 +120,7 @@ def tiny_development(tmp_path_factory):
     out = folder / "development.json"
     status = command.main(
         [
-            "--checkpoints", str(run.output_dir / layout.DEVELOPMENT),
+            "--checkpoints", str(run.output_dir / names.DEVELOPMENT),
             "--rows", "32",
             "--prior-particles", "256",
             "--out", str(out),
@@ -140,7 +140,7 @@ def test_the_first_network_is_below_the_unigram_rung_and_the_last_above(tiny_dev
     assert record["networks"][0]["tokens"] is not None  # 0 tokens at step 0
     assert record["networks"][-1]["tokens"] == 120 * 16 * 52  # steps x rows x tokens a row
     assert out.with_name("development.png").stat().st_size > 0
-    assert (out.parent / layout.YARDSTICKS / "yardsticks.json").is_file()
+    assert (out.parent / names.YARDSTICKS / "yardsticks.json").is_file()
 
 
 def test_each_label_is_recomputed_from_the_record(tiny_development):
@@ -160,7 +160,7 @@ def test_a_second_run_reads_the_kept_yardsticks(tiny_development, tmp_path, caps
     record, out = tiny_development
     again = tmp_path / "again.json"
     checkpoints = Path(record["source"])
-    args = ["--checkpoints", str(checkpoints), "--yardsticks", str(out.parent / layout.YARDSTICKS)]
+    args = ["--checkpoints", str(checkpoints), "--yardsticks", str(out.parent / names.YARDSTICKS)]
     assert command.main([*args, "--out", str(again), "--quiet"]) == 0
     assert "the yardsticks of" not in capsys.readouterr().out  # read, not computed again
     assert json.loads(again.read_text())["networks"] == record["networks"]

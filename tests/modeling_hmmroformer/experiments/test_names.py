@@ -7,9 +7,9 @@ import pytest
 
 from hmm_datasets import files
 from hmm_datasets.files import write_atomically, write_text
-from modeling_hmmroformer.experiments import layout
+from modeling_hmmroformer.experiments import names
 
-EXPERIMENTS = Path(layout.__file__).parent
+EXPERIMENTS = Path(names.__file__).parent
 DIRECT_WRITES = {"write_text", "write_bytes", "save", "dump", "save_file"}  # each makes a file in place
 
 
@@ -74,6 +74,6 @@ def test_a_write_that_fails_half_way_leaves_the_old_file_and_no_partial_one(tmp_
 def test_the_checkpoint_file_names_are_transformers_own():
     from transformers import utils
 
-    assert layout.MODEL_CONFIG_JSON == utils.CONFIG_NAME
-    assert layout.WEIGHTS == utils.SAFE_WEIGHTS_NAME
-    assert layout.WEIGHTS_INDEX == utils.SAFE_WEIGHTS_INDEX_NAME
+    assert names.MODEL_CONFIG_JSON == utils.CONFIG_NAME
+    assert names.WEIGHTS == utils.SAFE_WEIGHTS_NAME
+    assert names.WEIGHTS_INDEX == utils.SAFE_WEIGHTS_INDEX_NAME
