@@ -30,9 +30,24 @@ from ..configuration_hmm_roformer import HMMRoFormerConfig
 SECTIONS = ("corpus", "data", "model", "training", "run")
 
 
-def _field(default, help: str, minimum: int | None = None):
-    """A section field with its one line of help and, for a number, its lowest value."""
-    return dataclasses.field(default=default, metadata={"help": help, "minimum": minimum})
+def _field(default, help: str):
+    """A section field with its one line of help (what transformers' `HfArgumentParser` reads)."""
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
+def below_minimum(section: str, values: dict[str, Any], minimums: dict[str, int]) -> list[str]:
+    """One phrase per value of `values` below its lowest value in `minimums` (None: unset)."""
+    return [
+        f"{section}.{name}={values[name]!r} must be at least {lowest}"
+        for name, lowest in minimums.items()
+        if values[name] is not None and values[name] < lowest
+    ]
+
+
+def refuse_problems(problems: list[str]) -> None:
+    """`ValueError` with every problem, `; `-separated, or nothing when there is none."""
+    if problems:
+        raise ValueError("; ".join(problems))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,7 +58,10 @@ class DataSection:
         "builder",
         "where the rows come from: builder (generate the corpus section), a corpus folder or a Hub dataset id",
     )
-    num_proc: int | None = _field(None, "processes that generate the corpus", minimum=1)
+    num_proc: int | None = _field(None, "processes that generate the corpus")
+
+    def __post_init__(self) -> None:
+        refuse_problems(below_minimum("data", vars(self), {"num_proc": 1}))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,14 +71,17 @@ class RunSection:
     loss_mask: Literal["all", "observations", "test"] = _field(
         "all", "which next tokens the loss counts: all, observations, test"
     )
-    eval_rows: int = _field(256, "validation rows of the in-context evaluation (0: none)", minimum=0)
+    eval_rows: int = _field(256, "validation rows of the in-context evaluation (0: none)")
     vary_num_demos: bool = _field(False, "each train row keeps its last m ~ U{0..N} demonstrations")
     checkpoints: int = _field(
         0,
         "networks kept over training in training/development/: step 0 and log-spaced steps up to the last (0: none)",
-        minimum=0,
     )
-    first_checkpoint_step: int = _field(10, "the first log-spaced step a network is kept at", minimum=1)
+    first_checkpoint_step: int = _field(10, "the first log-spaced step a network is kept at")
+
+    def __post_init__(self) -> None:
+        minimums = {"eval_rows": 0, "checkpoints": 0, "first_checkpoint_step": 1}
+        refuse_problems(below_minimum("run", vars(self), minimums))
 
 
 OWN_SECTIONS = {"data": DataSection, "run": RunSection}
@@ -87,22 +108,16 @@ def section_fields() -> dict[str, dict[str, Any]]:
     }
 
 
-BOUNDS = {  # (section, field) -> (lowest value, whether it is allowed)
-    ("training", "max_steps"): (1, True),
-    ("training", "learning_rate"): (0, False),
-    ("training", "per_device_train_batch_size"): (1, True),
-    ("training", "per_device_eval_batch_size"): (1, True),
-    ("training", "gradient_accumulation_steps"): (1, True),
-    ("training", "warmup_steps"): (0, True),
-    ("training", "eval_steps"): (0, False),
-    ("training", "save_steps"): (0, False),
-    ("training", "logging_steps"): (0, False),
-    **{
-        (section, field.name): (field.metadata["minimum"], True)
-        for section, own in OWN_SECTIONS.items()
-        for field in dataclasses.fields(own)
-        if field.metadata["minimum"] is not None
-    },
+BOUNDS = {  # training field -> (lowest value, whether it is allowed); our own sections check theirs
+    "max_steps": (1, True),
+    "learning_rate": (0, False),
+    "per_device_train_batch_size": (1, True),
+    "per_device_eval_batch_size": (1, True),
+    "gradient_accumulation_steps": (1, True),
+    "warmup_steps": (0, True),
+    "eval_steps": (0, False),
+    "save_steps": (0, False),
+    "logging_steps": (0, False),
 }
 _TYPE_NAMES = {
     bool: "true or false",
@@ -164,11 +179,12 @@ def unknown_sections(names) -> str | None:
 
 def run_config_problems(sections: dict[str, dict]) -> list[str]:
     """Every problem of a run config's sections at once, one phrase each: an unknown field (with
-    the nearest known name), a value of the wrong type, a value out of bounds, a missing field."""
+    the nearest known name), a value of the wrong type, a value out of bounds (`BOUNDS`; our own
+    sections' `__post_init__`), a missing field."""
     problems = []
     fields = section_fields()
     for section, values in sections.items():
-        known = fields[section]
+        known, before = fields[section], len(problems)
         if (
             section == "model"
             and values.get("model_type", HMMRoFormerConfig.model_type) != HMMRoFormerConfig.model_type
@@ -194,13 +210,18 @@ def run_config_problems(sections: dict[str, dict]) -> list[str]:
             if choices and value not in choices:
                 problems.append(f"{section}.{name}={value!r} must be one of {choices}")
                 continue
-            bound = BOUNDS.get((section, name))
+            bound = BOUNDS.get(name) if section == "training" else None
             if bound is not None and value is not None:
                 lowest, allowed = bound
                 if value < lowest or (value == lowest and not allowed):
                     problems.append(
                         f"{section}.{name}={value!r} must be {'at least' if allowed else 'above'} {lowest}"
                     )
+        if section in OWN_SECTIONS and len(problems) == before:  # well typed: its own checks
+            try:
+                OWN_SECTIONS[section](**values)
+            except ValueError as error:
+                problems += str(error).split("; ")
     if sections["corpus"].get("preset") not in hmm_datasets.PRESETS:
         problems.append(
             f"corpus.preset={sections['corpus'].get('preset')!r} is not a corpus preset; choose one of "
