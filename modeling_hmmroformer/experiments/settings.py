@@ -79,6 +79,10 @@ DIVERSITY_PARTICLES = 65536
 INFERENCE_PROBED_STEPS = (604, 994, 2692, 12000)
 
 
+ANALYSIS = "analysis"  # a preset file's section beside the run config's: the sizes of its analyses
+NOT_ANALYSIS_SIZES = ("name", "run_config", "overrides", "depths", "seeds", "seeds_per_depth")
+
+
 # ---- YAML 1.2 and the override syntax ---------------------------------------------------------
 class _Yaml12Loader(yaml.SafeLoader):
     """YAML 1.2 scalars: only true/false are booleans (`eval_strategy: no` stays "no", which
@@ -365,6 +369,7 @@ def load_run_config(
             f"no run config at {path}: pass --config configs/<preset>.yaml (tiny, small or paper)."
         )
     values = read_yaml(path.read_text()) or {}
+    values.pop(ANALYSIS, None)  # a preset's analysis sizes: the pipeline's (`preset_settings`), not the run's
     problem = unknown_sections(values)
     if problem:
         raise ValueError(f"{path}: {problem}.")
@@ -518,31 +523,27 @@ def flat_settings(settings: Settings, run: RunConfig, grid: bool = False) -> dic
     return flat
 
 
+def preset_settings(name: str) -> Settings:
+    """The reproduction preset `name`: one file, configs/<name>.yaml, whose run config sections
+    are the run's and whose `analysis:` section sizes its analyses (`Settings`' fields; the
+    defaults where it has none)."""
+    path = CONFIGS_DIR / f"{name}.yaml"
+    sizes = (read_yaml(path.read_text()) or {}).get(ANALYSIS) or {}
+    known = [f.name for f in dataclasses.fields(Settings) if f.name not in NOT_ANALYSIS_SIZES]
+    unknown = [key for key in sizes if key not in known]
+    if unknown:
+        hint = did_you_mean(unknown[0], known, prefix=f"{ANALYSIS}.")
+        raise ValueError(f"{path}: unknown field(s) {unknown} in section '{ANALYSIS}'{hint}.")
+    return Settings(name, path.name, **sizes)
+
+
 # Every named pipeline: `scripts/reproduce.py --preset NAME` runs the one-model ones,
 # `scripts/study.py --study NAME` any of them. The run config names the corpus preset, the
 # model's sizes and the training; the entry adds the grid and the analyses' sizes.
 PIPELINES = {
     settings.name: settings
     for settings in (
-        Settings(
-            "tiny",
-            "tiny.yaml",
-            eval_rows=64,
-            corpus_table_rows=64,
-            memories=(1, 2, 4, 8),
-            memory_rows=32,
-            probe={
-                "num_probe_tasks": 8,
-                "rows_per_task": 16,
-                "positions_per_row": 16,
-                "distances": (1, 2, 3),
-                "num_resamples": 100,
-                "shuffle_rows": 32,
-                "max_iter": 50,
-            },
-        ),
-        Settings("small", "small.yaml"),
-        Settings("paper", "paper.yaml", eval_rows=2048),
+        *(preset_settings(name) for name in ("tiny", "small", "paper")),  # one file each: configs/
         # The depth-and-seed study: the paper's depth at CPU width, on the CPU demo's corpus; six
         # seeds (what the decision rule needs) at 4 and 16 layers, three at 2 and 8 (training time).
         Settings(

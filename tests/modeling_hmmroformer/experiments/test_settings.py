@@ -264,3 +264,25 @@ def test_the_model_and_training_sections_read_as_their_typed_objects():
     assert (arguments.max_steps, arguments.learning_rate, arguments.seed) == (40, 3.0e-3, 0)
     assert arguments.remove_unused_columns is False  # the collator reads segment_ids
     assert arguments.output_dir == run.training["output_dir"]
+
+
+def test_a_reproduction_preset_is_one_file_whose_analysis_section_sizes_its_analyses(tmp_path, monkeypatch):
+    import modeling_hmmroformer.experiments.settings as settings_module
+
+    tiny = PIPELINES["tiny"]
+    assert (tiny.eval_rows, tiny.memories, tiny.probe["distances"]) == (64, (1, 2, 4, 8), [1, 2, 3])
+    assert PIPELINES["small"].eval_rows == Settings("x", "x.yaml").eval_rows  # no size given: the default
+    run = load_run_config(ROOT / "configs" / "tiny.yaml")  # a run reads the run's sections only
+    assert "analysis" not in run.to_yaml() and "analysis" not in run.to_dict()
+    text = (ROOT / "configs" / "tiny.yaml").read_text().replace("  memory_rows: 32", "  memory_row: 32")
+    (tmp_path / "tiny.yaml").write_text(text)
+    monkeypatch.setattr(settings_module, "CONFIGS_DIR", tmp_path)
+    with pytest.raises(
+        ValueError, match=r"\['memory_row'\] in section 'analysis' \(did you mean analysis.memory_rows\?\)"
+    ):
+        settings_module.preset_settings("tiny")
+    (tmp_path / "tiny.yaml").write_text(text.replace("  memory_row: 32", "  seeds: [0, 1]"))
+    with pytest.raises(
+        ValueError, match=r"unknown field\(s\) \['seeds'\]"
+    ):  # a grid is a study's, not a size
+        settings_module.preset_settings("tiny")
