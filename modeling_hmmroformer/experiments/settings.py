@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -32,7 +33,7 @@ from typing import Any
 
 import torch
 import yaml
-from transformers import AutoConfig, PretrainedConfig, TrainingArguments
+from transformers import AutoConfig, HfArgumentParser, PretrainedConfig, TrainingArguments
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
 import hmm_datasets
@@ -227,15 +228,15 @@ class RunConfig:
     def trains_on_cpu(self) -> bool:
         return bool(self.training.get("use_cpu")) or not torch.cuda.is_available()
 
-    @property
+    @functools.cached_property
     def data_section(self) -> DataSection:
-        """The `data:` section with its defaults, typed."""
-        return DataSection(**self.data)
+        """The `data:` section with its defaults, typed (by transformers' `HfArgumentParser`)."""
+        return HfArgumentParser(DataSection).parse_dict(self.data)[0]
 
-    @property
+    @functools.cached_property
     def run_section(self) -> RunSection:
-        """The `run:` section with its defaults, typed."""
-        return RunSection(**self.run)
+        """The `run:` section with its defaults, typed (by transformers' `HfArgumentParser`)."""
+        return HfArgumentParser(RunSection).parse_dict(self.run)[0]
 
     @property
     def output_dir(self) -> Path:
