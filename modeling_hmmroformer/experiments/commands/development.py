@@ -14,8 +14,10 @@ a folder that already holds them for the same corpus is read instead. Writes dev
 (every network's KL from each candidate, its accuracy, its place on the ladder and its label)
 and development.png beside it, and prints a table.
 
-Hub checkpoints: download each revision into a folder named by its step first
-(`hf download ORG/NAME --revision step-500 --local-dir ckpts/step-500`).
+Checkpoints on the Hub: ORG/NAME@REVISION, each revision named by its step (`step-500`,
+`checkpoint-500`), downloaded into the Hub cache:
+
+    hmm-development --checkpoints ORG/NAME@step-0 ORG/NAME@step-500 ORG/NAME@step-4096 --out dev.json
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 
 import torch
 import transformers
+from huggingface_hub import snapshot_download
 from tqdm.auto import tqdm
 
 from hmm_datasets.corpus import checkpoint_corpus, open_corpus
@@ -34,14 +37,17 @@ from hmm_datasets.files import build_folder
 from .. import names
 from ..analyses.yardsticks import check_same_corpus, check_unseen_split, corpus_yardsticks
 from ..figures.model import write_development
-from ..running.folders import kept_networks, place_networks, read_yardsticks, write_yardsticks
+from ..running.folders import kept_networks, place_networks, read_yardsticks, step_of, write_yardsticks
 from . import Parser, at_least, refuse
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = Parser(description=__doc__)
     parser.add_argument(
-        "--checkpoints", nargs="+", required=True, help="folders of checkpoints, or checkpoints"
+        "--checkpoints",
+        nargs="+",
+        required=True,
+        help="folders of checkpoints, checkpoints, or ORG/NAME@step-<N>",
     )
     parser.add_argument(
         "--data", help="corpus preset, folder or Hub dataset id (default: the checkpoints' corpus)"
@@ -56,7 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     transformers.utils.logging.disable_progress_bar()
     try:
-        networks = sorted(network for folder in args.checkpoints for network in listed(Path(folder)))
+        if args.out is None and not Path(args.checkpoints[0]).exists():
+            raise ValueError("--out is required when --checkpoints names Hub checkpoints")
+        networks = sorted(network for name in args.checkpoints for network in listed(name))
         out = Path(args.out) if args.out else Path(args.checkpoints[0]).parent / names.DEVELOPMENT_JSON
         corpus = open_corpus(args.data or checkpoint_corpus(str(networks[0][1])))
         check_unseen_split(corpus)
@@ -73,11 +81,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def listed(folder: Path) -> list[tuple[int, Path]]:
-    """The checkpoints `--checkpoints` names: a folder's checkpoints, by step (a one-line error
-    where there are none)."""
+def listed(name: str) -> list[tuple[int, Path]]:
+    """The checkpoints one `--checkpoints` entry names: a folder's checkpoints, by step, or the
+    Hub revision `ORG/NAME@REVISION` (a one-line error where there are none)."""
+    folder = Path(name)
+    if not folder.exists() and "@" in name:
+        return [hub_revision(name)]
     if not folder.is_dir():
-        raise ValueError(f"--checkpoints {folder}: no such folder.")
+        raise ValueError(f"--checkpoints {folder}: no such folder (a Hub checkpoint: ORG/NAME@step-<N>).")
     found = kept_networks(folder)
     if not found:
         raise ValueError(
@@ -85,6 +96,19 @@ def listed(folder: Path) -> list[tuple[int, Path]]:
             "(step-<N>, checkpoint-<N>): train with --run.checkpoints 13, or name the folders by step."
         )
     return found
+
+
+def hub_revision(name: str) -> tuple[int, Path]:
+    """The step and the downloaded folder of the Hub checkpoint `ORG/NAME@REVISION`, whose
+    revision (a branch or tag) is named by its step."""
+    repo_id, _, revision = name.partition("@")
+    step = step_of(revision)
+    if step is None:
+        raise ValueError(
+            f"--checkpoints {name}: the revision {revision!r} names no step; name each revision by its "
+            "step (ORG/NAME@step-500, @checkpoint-500)."
+        )
+    return step, Path(snapshot_download(repo_id, revision=revision))
 
 
 def yardsticks(corpus, folder: Path, rows: int, particles: int) -> tuple[dict, dict[str, torch.Tensor]]:

@@ -359,3 +359,36 @@ def test_the_report_across_k_describes_each_cell_over_training(kept_study, tmp_p
             (models / f"depth{model['depth']}-seed{model['seed']}.json").write_text(json.dumps(model))
     assert run_script("scripts/diversity_report.py", "--redecide", out).returncode == 0
     assert json.loads((out / "results.json").read_text())["over_training"] == written["over_training"]
+
+
+def test_hub_revisions_named_by_their_step_are_read_as_the_folders_are(
+    tiny_development, tmp_path, monkeypatch
+):
+    record, out = tiny_development
+    kept = {step: path for step, path in kept_networks(Path(record["source"]))}
+    asked = []
+
+    def snapshot_download(repo_id, revision):  # the Hub, as the folders of the kept networks
+        asked.append((repo_id, revision))
+        return str(kept[step_of(revision)])
+
+    monkeypatch.setattr(command, "snapshot_download", snapshot_download)
+    steps = sorted(kept)[-2:]
+    again = tmp_path / "hub.json"
+    args = ["--checkpoints", *(f"org/tiny@step-{step}" for step in steps), "--out", str(again)]
+    yardsticks = ["--yardsticks", str(out.parent / names.YARDSTICKS), "--quiet"]
+    assert command.main([*args, *yardsticks]) == 0
+    assert asked == [("org/tiny", f"step-{step}") for step in steps]
+    assert json.loads(again.read_text())["networks"] == record["networks"][-2:]
+
+
+@pytest.mark.parametrize(
+    ("checkpoints", "message"),
+    [
+        (["org/tiny@main", "--out", "x.json"], "the revision 'main' names no step"),
+        (["org/tiny@step-5"], "--out is required when --checkpoints names Hub checkpoints"),
+    ],
+)
+def test_a_hub_checkpoint_without_a_step_or_an_out_is_one_line(checkpoints, message, capsys):
+    assert command.main(["--checkpoints", *checkpoints]) == 2
+    assert message in capsys.readouterr().err
