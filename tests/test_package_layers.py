@@ -130,7 +130,7 @@ STUDY_ONLY = {  # a study's plan, records, reports and figures, and the reports 
             "decisions.aggregate",
             "decisions.diversity",
             "decisions.architectures",
-            "decisions.reports",
+            "reports",
             "figures.study",
             "figures.across",
         )
@@ -272,9 +272,13 @@ FILE_MODULES = {
 }
 
 
-@pytest.mark.parametrize("path", sorted((EXPERIMENTS / "analyses").glob("*.py")), ids=lambda p: p.name)
-def test_the_analyses_name_no_files(path):
-    """Values in, values out: no analysis reads or writes a file (`running.folders` does)."""
+COMPUTING = sorted([*(EXPERIMENTS / "analyses").glob("*.py"), *(EXPERIMENTS / "decisions").glob("*.py")])
+
+
+@pytest.mark.parametrize("path", COMPUTING, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_the_analyses_and_the_decisions_name_no_files(path):
+    """Values in, values out: no analysis or decision reads or writes a file (`running.folders`,
+    the plans and `reports` do)."""
     layout = "modeling_hmmroformer.experiments.names"
     assert not {module for _, module in imported_modules(path)} & {*FILE_MODULES, layout}
 

@@ -10,8 +10,9 @@ each folder's own map):
     settings        run configs, the override syntax, the table of named pipelines (PIPELINES)
     running         training, and the pipelines: engine, plans, stages, the runner
     analyses        one model's numbers: Figure 1, yardsticks, development, memory, claims
-    decisions       the rule and the numbers across models: verdicts, records, reports
+    decisions       the rule and the numbers across models: verdicts, records, studies side by side
     figures         every figure of a model, a study and the reports across studies
+    reports         the reports across studies, read from the studies' folders and written
     hub             upload plans for a model folder or a corpus folder
     commands        the hmm-* commands, one main() each
 

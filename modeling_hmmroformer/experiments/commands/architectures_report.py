@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..decisions.reports import redecide_architectures_report, write_architectures_report
+from ..reports import redecide_architectures_report, write_architectures_report
 from . import Parser, write_report
 
 

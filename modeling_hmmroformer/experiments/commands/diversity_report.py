@@ -26,7 +26,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..decisions.reports import redecide_diversity_report, write_diversity_report
+from ..reports import redecide_diversity_report, write_diversity_report
 from . import Parser, write_report
 
 

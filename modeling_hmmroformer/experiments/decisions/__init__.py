@@ -4,7 +4,6 @@
     aggregate      a model's small record; a study's numbers across seeds and depths
     diversity      the studies across task diversity K, and each K over training
     architectures  studies that differ only in their architecture, side by side
-    reports        the reports across studies, written
 
 Every module of this folder once (`tests/test_package_layers.py` checks it).
 """

@@ -12,20 +12,15 @@ Plain data in, plain data out; `model_record` alone reads a model folder's JSON.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
 
-from hmm_datasets.corpus import open_corpus
+from hmm_datasets.config import HMMMixtureConfig
 
-from .. import names
 from ..analyses.claims import counted, decide_report, layer_one, model_statistics, profiles
 from ..analyses.ladder_gate import model_places, past_ladder, places_across_seeds
 from ..analyses.memory import recorded_memory_equivalent
 from ..analyses.yardsticks import LEARNERS, nearest_learner
 from ..running.engine import differing_settings
-from ..running.folders import step_of
 from ..settings import RunConfig, Settings
 from .verdicts import across_seeds
 
@@ -33,19 +28,15 @@ RECORD_VERSION = 3  # bumped when a record's statistics change: older records ar
 
 
 def model_record(
-    depth: int, seed: int, folder: Path, fingerprint: str, seconds: dict[str, float] | None = None
+    depth: int, seed: int, results: dict, fingerprint: str, seconds: dict[str, float] | None = None
 ) -> dict:
     """What one model's analyses say, small enough to commit: distance to Bayes, the ladder,
     Figure 1's excess KL, the first probe split's profiles, every claim's statistics (own and
     floors, averaged over the probe splits), memory, and the wall time of its stages (`seconds`:
-    stage name -> seconds, as the pipeline ran them)."""
-    fig1 = _read(folder / names.ANALYSIS_FILES["figure1"])
-    probes = _read(folder / names.ANALYSIS_FILES["probes"])
-    knockout_path = folder / names.ANALYSIS_FILES["knockout"]
-    knockout = _read(knockout_path) if knockout_path.is_file() else None
-    yardsticks_path = folder / names.ANALYSIS_FILES["yardsticks"]
-    development_path = folder / names.ANALYSIS_FILES["development"]
-    splits = profiles(fig1, probes, knockout, depth)
+    stage name -> seconds, as the pipeline ran them). `results`: the model folder's analyses
+    (`running.folders.read_model_results`)."""
+    fig1, probes = results["figure1"], results["probes"]
+    splits = profiles(fig1, probes, results["knockout"], depth)
     return {
         "version": RECORD_VERSION,
         "fingerprint": fingerprint,
@@ -62,24 +53,24 @@ def model_record(
         "other_splits": splits[1:],
         "statistics": model_statistics(splits),
         "layer_one": {network: layer_one(splits[0][network]) for network in ("trained", "twin")},
-        "memory": _read(folder / names.ANALYSIS_FILES["model_memory"]),
-        "yardsticks": _read(yardsticks_path) if yardsticks_path.is_file() else None,
-        "development": _read(development_path) if development_path.is_file() else None,
-        "development_statistics": development_statistics(folder, depth),
+        "memory": results["model_memory"],
+        "yardsticks": results["yardsticks"],
+        "development": results["development"],
+        "development_statistics": development_statistics(results["development_probes"], depth),
         "seconds": seconds or {},
     }
 
 
-def development_statistics(folder: Path, depth: int) -> dict[str, dict] | None:
+def development_statistics(probes_by_step: dict[int, dict], depth: int) -> dict[str, dict] | None:
     """Every claim's statistics (`claims.model_statistics`) of each kept network the study probed
-    (`development_probes/step-<N>/`), by step as text; None where none was probed. Figure 1's
-    and the knock-out's curves are the trained model's only: those claims are missing here."""
-    found = sorted((folder / names.DEVELOPMENT_PROBES).glob(f"step-*/{names.PROBES_JSON}"))
-    if not found:
+    (`probes_by_step`: step -> its probe results), by step as text; None where none was probed.
+    Figure 1's and the knock-out's curves are the trained model's only: those claims are missing
+    here."""
+    if not probes_by_step:
         return None
     return {
-        str(step_of(path.parent.name)): model_statistics(profiles(None, _read(path), None, depth))
-        for path in found
+        str(step): model_statistics(profiles(None, probes, None, depth))
+        for step, probes in sorted(probes_by_step.items())
     }
 
 
@@ -92,10 +83,6 @@ def kl_curves_by_test_position(fig1: dict) -> dict:
         "twin": curves["twin"],
         "in_context": None if best is None else {"label": fig1["labels"][best], "kl": curves[best]},
     }
-
-
-def _read(path: Path) -> dict:
-    return json.loads(path.read_text())
 
 
 def record_splits(record: dict) -> list[dict]:
@@ -202,13 +189,6 @@ def kls(entry: dict) -> dict[str, float]:
     return {name: value["kl"] for name, value in entry["yardsticks"].items()}
 
 
-def corpus_yardstick_facts(folder: Path) -> dict | None:
-    """What the corpus's yardsticks are (`yardsticks.corpus_yardsticks`: rows, K', the prior-level
-    estimate's convergence, labels); None for a corpus without unseen tasks."""
-    path = folder / names.YARDSTICKS_JSON
-    return _read(path) if path.is_file() else None
-
-
 def layer_one_row(records: list[dict]) -> dict:
     """Layer 1 apart: its position-only change and knock-out damage, model and twin, across seeds."""
     return {
@@ -298,24 +278,24 @@ def summarize_study(
     settings: Settings,
     run: RunConfig,
     records: list[dict],
-    corpus_folder: Path,
-    lemma1_folder: Path,
-    yardsticks_folder: Path | None = None,
+    corpus_config: HMMMixtureConfig,
+    lemma1: dict,
+    facts: dict | None,
+    figures: dict[str, str],
 ) -> dict:
     """Verdicts per depth across seeds, next to each depth's KL and agreement with Bayes.
 
     `records` are `model_record`s in the order of the grid; `run` is the study's run config;
-    `yardsticks_folder` the corpus's yardsticks stage (none for a corpus without unseen tasks).
+    `lemma1` Lemma 1 on the corpus; `facts` what the corpus's yardsticks are (rows, K', the
+    prior-level estimate's convergence, the ladder; None for a corpus without unseen tasks);
+    `figures` the study's figures, name -> file.
     """
-    corpus = open_corpus(str(corpus_folder))
-    lemma1 = _read(lemma1_folder / names.LEMMA1_JSON)
-    facts = None if yardsticks_folder is None else corpus_yardstick_facts(yardsticks_folder)
     spreads = (
         {} if facts is None else {s: c["spread"]["kl_symmetric"] for s, c in facts["convergence"].items()}
     )
     ladder = None if facts is None else facts.get("ladder")
     groups = [[r for r in records if r["depth"] == d] for d in dict.fromkeys(r["depth"] for r in records)]
-    verdicts = decide_depths(groups, ladder, corpus.config.seed)
+    verdicts = decide_depths(groups, ladder, corpus_config.seed)
     depths = []
     for mine, decided in zip(groups, verdicts):  # in the order of the grid
         depth = mine[0]["depth"]
@@ -336,10 +316,10 @@ def summarize_study(
                 "seconds": time_row(mine),
             }
         )
-    model = run.model_config(corpus.config)
+    model = run.model_config(corpus_config)
     return {
         "study": settings.to_dict(),
-        "corpus": corpus.config.to_dict(),
+        "corpus": corpus_config.to_dict(),
         "model": {
             key: getattr(model, key, None)
             for key in ("model_type", "hidden_size", "num_attention_heads", "norm_placement")
@@ -353,5 +333,5 @@ def summarize_study(
         "lemma1": lemma1,
         "yardsticks": facts,
         "models": records,
-        "figures": {**names.STUDY_FIGURES, "lemma1": f"{names.LEMMA1}/{names.LEMMA1_PNG}"},
+        "figures": figures,
     }

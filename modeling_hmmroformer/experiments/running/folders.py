@@ -121,6 +121,24 @@ def place_networks(
     return development
 
 
+# ---- a model folder's analyses, for its record ---------------------------------------------------
+def read_model_results(folder: Path) -> dict:
+    """What `decisions.aggregate.model_record` reads of a study's model folder: Figure 1 and the
+    probes, and, None where they were not made, the knock-out, the model's memory, its place on
+    the yardsticks, its development and the probes of its kept networks (step -> probe results)."""
+    files = {name: folder / names.ANALYSIS_FILES[name] for name in ANALYSES_RECORDED}
+    results = {name: _read_json(path) for name, path in files.items()}
+    for name in ("figure1", "probes", "model_memory"):  # every model has them
+        if results[name] is None:
+            raise ValueError(f"{files[name]} is missing: the model's {name} stage has not run.")
+    probed = sorted((folder / names.DEVELOPMENT_PROBES).glob(f"step-*/{names.PROBES_JSON}"))
+    results["development_probes"] = {step_of(path.parent.name): _read_json(path) for path in probed}
+    return results
+
+
+ANALYSES_RECORDED = ("figure1", "probes", "knockout", "model_memory", "yardsticks", "development")
+
+
 # ---- a model folder, for its card ---------------------------------------------------------------
 def safetensors_parameter_count(path: str | os.PathLike) -> int:
     """Number of values stored in a safetensors file, read from its header only."""

@@ -15,6 +15,7 @@ import functools
 import json
 from collections.abc import Callable
 
+from hmm_datasets.export import load_corpus_config
 from hmm_datasets.files import build_folder, write_json
 from model_cards.study_reports import render_study_report
 
@@ -23,6 +24,7 @@ from ..decisions.aggregate import check_records, model_record, summarize_study
 from ..figures.study import plot_study
 from ..settings import flat_settings
 from .engine import RunState
+from .folders import read_model_results
 from .plan import ModelRun, Pipeline, Plan, model_stages
 from .stages import machine_description, measure_lemma1, model_runners, shared_runners, write_json_and_report
 
@@ -52,8 +54,9 @@ def check_recorded_models(p: Pipeline) -> None:
 def record_model(p: Pipeline, m: ModelRun, state: RunState) -> None:
     """The model's small record in its folder, and in the records folder when there is one, with
     the wall times of its stages (so a study resumed on a fresh clone still reports them)."""
+    results = read_model_results(m.folder)
     record = model_record(
-        m.depth, m.seed, m.folder, p.record_fingerprint(), seconds=model_seconds(p, state, m)
+        m.depth, m.seed, results, p.record_fingerprint(), seconds=model_seconds(p, state, m)
     )
     record["settings"] = flat_settings(p.settings, p.run)  # names the setting that differs, on a refusal
     write_json(m.path(names.RECORD_JSON), record)
@@ -80,8 +83,12 @@ def write_study_report(p: Pipeline, state: RunState) -> None:
     """A study's figures, results.json and REPORT.md."""
     records = [read_record(p, m) for m in p.models]
     check_records(records, p.record_fingerprint(), flat_settings(p.settings, p.run))
+    lemma1 = json.loads((p.out / names.LEMMA1 / names.LEMMA1_JSON).read_text())
+    facts_path = p.out / names.YARDSTICKS / names.YARDSTICKS_JSON  # a corpus with unseen tasks
+    facts = json.loads(facts_path.read_text()) if facts_path.is_file() else None
+    figures = {**names.STUDY_FIGURES, "lemma1": f"{names.LEMMA1}/{names.LEMMA1_PNG}"}
     summary = summarize_study(
-        p.settings, p.run, records, p.corpus, p.out / names.LEMMA1, p.out / names.YARDSTICKS
+        p.settings, p.run, records, load_corpus_config(p.corpus), lemma1, facts, figures
     )
     summary["stage_seconds"] = state.seconds()
     summary["machine"] = machine = machine_description()

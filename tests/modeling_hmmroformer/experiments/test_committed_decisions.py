@@ -12,7 +12,7 @@ import pytest
 
 from modeling_hmmroformer.experiments.decisions.architectures import redecide_architectures
 from modeling_hmmroformer.experiments.decisions.diversity import redecide_diversity
-from modeling_hmmroformer.experiments.decisions.reports import committed_report
+from modeling_hmmroformer.experiments.reports import committed_report
 
 RESULTS = Path(__file__).resolve().parents[3] / "results"
 NUMBERS = ("p_own", "claim_p", "p_holm")

@@ -18,12 +18,12 @@ from model_cards.study_reports import (
     replace_marked_block,
 )
 
-from .. import names
-from ..analyses.development import development_from_dict
-from ..figures.across import ARCHITECTURES_FIGURE, is_diversity_figure, plot_architectures, plot_diversity
-from ..running.stages import machine_description
-from .architectures import ARCHITECTURES_TITLE, redecide_architectures, summarize_architectures
-from .diversity import DIVERSITY_TITLE, redecide_diversity, summarize_diversity
+from . import names
+from .analyses.development import development_from_dict
+from .decisions.architectures import ARCHITECTURES_TITLE, redecide_architectures, summarize_architectures
+from .decisions.diversity import DIVERSITY_TITLE, redecide_diversity, summarize_diversity
+from .figures.across import ARCHITECTURES_FIGURE, is_diversity_figure, plot_architectures, plot_diversity
+from .running.stages import machine_description
 
 
 def read_study_summaries(studies: list[Path]) -> list[dict]:
