@@ -122,6 +122,9 @@ def place_networks(
 
 
 # ---- a model folder's analyses, for its record ---------------------------------------------------
+ANALYSES_RECORDED = ("figure1", "probes", "knockout", "model_memory", "yardsticks", "development")
+
+
 def read_model_results(folder: Path) -> dict:
     """What `decisions.aggregate.model_record` reads of a study's model folder: Figure 1 and the
     probes, and, None where they were not made, the knock-out, the model's memory, its place on
@@ -136,9 +139,6 @@ def read_model_results(folder: Path) -> dict:
     return results
 
 
-ANALYSES_RECORDED = ("figure1", "probes", "knockout", "model_memory", "yardsticks", "development")
-
-
 # ---- a model folder, for its card ---------------------------------------------------------------
 def safetensors_parameter_count(path: str | os.PathLike) -> int:
     """Number of values stored in a safetensors file, read from its header only."""
@@ -149,7 +149,9 @@ def safetensors_parameter_count(path: str | os.PathLike) -> int:
 
 
 def summarize_model_folder(folder: str | os.PathLike) -> dict:
-    """Everything the card and the report show, from the files of a model folder (module docstring)."""
+    """Everything the card and the report show, from whatever a model folder holds: config.json,
+    the corpus and run configs and the training results (`scripts/train.py`), and the analyses'
+    results (`names.ANALYSIS_FILES`: `scripts/figure1.py`, `scripts/probe.py`, the pipeline)."""
     folder = Path(folder)
     if not (folder / names.MODEL_CONFIG_JSON).is_file():
         raise ValueError(f"{folder} has no config.json: pass a model folder written by scripts/train.py.")
