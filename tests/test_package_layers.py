@@ -279,8 +279,8 @@ COMPUTING = sorted([*(EXPERIMENTS / "analyses").glob("*.py"), *(EXPERIMENTS / "d
 def test_the_analyses_and_the_decisions_name_no_files(path):
     """Values in, values out: no analysis or decision reads or writes a file (`running.folders`,
     the plans and `reports` do)."""
-    layout = "modeling_hmmroformer.experiments.names"
-    assert not {module for _, module in imported_modules(path)} & {*FILE_MODULES, layout}
+    names = "modeling_hmmroformer.experiments.names"
+    assert not {module for _, module in imported_modules(path)} & {*FILE_MODULES, names}
 
 
 @pytest.mark.parametrize("path", sorted((EXPERIMENTS / "figures").glob("*.py")), ids=lambda p: p.name)

@@ -282,7 +282,5 @@ def test_a_reproduction_preset_is_one_file_whose_analysis_section_sizes_its_anal
     ):
         settings_module.preset_settings("tiny")
     (tmp_path / "tiny.yaml").write_text(text.replace("  memory_row: 32", "  seeds: [0, 1]"))
-    with pytest.raises(
-        ValueError, match=r"unknown field\(s\) \['seeds'\]"
-    ):  # a grid is a study's, not a size
+    with pytest.raises(ValueError, match=r"unknown field\(s\) \['seeds'\]"):  # a grid: a study's
         settings_module.preset_settings("tiny")
