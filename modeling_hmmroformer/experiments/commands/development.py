@@ -14,8 +14,8 @@ a folder that already holds them for the same corpus is read instead. Writes dev
 (every network's KL from each candidate, its accuracy, its place on the ladder and its label)
 and development.png beside it, and prints a table.
 
-Checkpoints on the Hub: ORG/NAME@REVISION, each revision named by its step (`step-500`,
-`checkpoint-500`), downloaded into the Hub cache:
+Checkpoints on the Hub: ORG/NAME@REVISION, each revision a branch or tag named by its step
+(`step-500`, `checkpoint-500`, Pythia's `step500`), downloaded into the Hub cache:
 
     hmm-development --checkpoints ORG/NAME@step-0 ORG/NAME@step-500 ORG/NAME@step-4096 --out dev.json
 """

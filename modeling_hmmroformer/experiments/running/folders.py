@@ -50,12 +50,12 @@ def read_yardsticks(folder: Path) -> tuple[dict, dict[str, torch.Tensor]]:
 
 
 # ---- the networks kept over training ----------------------------------------------------------
-_STEP = re.compile(r"(?:^|[-_])(\d+)$")
+_STEP = re.compile(r"(?:^|[-_]|step)(\d+)$")
 
 
 def step_of(name: str) -> int | None:
-    """The training step a checkpoint's folder name carries (`step-0000500`, `checkpoint-500`),
-    or None."""
+    """The training step a checkpoint's folder or revision name carries (`step-0000500`,
+    `checkpoint-500`, Pythia's `step500`), or None."""
     found = _STEP.search(name)
     return int(found.group(1)) if found else None
 

@@ -107,7 +107,9 @@ def test_a_killed_run_resumes_and_keeps_every_network_it_had_kept(tmp_path):
 
 
 def test_step_of_reads_the_names_checkpoints_carry():
-    assert step_of("step-0000500") == 500 and step_of("checkpoint-40") == 40
+    assert (
+        step_of("step-0000500") == 500 and step_of("checkpoint-40") == 40 and step_of("step143000") == 143000
+    )
     assert step_of("model") is None and step_of("step-5-old") is None
 
 
