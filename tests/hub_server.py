@@ -383,6 +383,20 @@ class Handler(BaseHTTPRequestHandler):
         url = f"{self.base}/{PREFIXES[repo_type]}{repo_id}/commit/{oid}"
         self.send(200, {"commitUrl": url, "commitOid": oid, "pullRequestUrl": None, "success": True})
 
+    def create_branch(self, query, kind, repo, rev) -> None:
+        """A branch at `startingPoint` (a branch or a commit; default: main's head); 409 where it
+        exists, as the Hub answers."""
+        repo_type, repo_id = self.repo_args(kind, repo)
+        starting = json.loads(self.body() or b"{}").get("startingPoint") or "main"
+        with self.store.lock:
+            record = self.store.repo(repo_type, repo_id)
+            branch = unquote(rev)
+            if branch in record["refs"]:
+                raise HubError(409, f"branch {branch} already exists")
+            record["refs"][branch] = self.store.commit(record, starting)["oid"]
+            self.store.save()
+        self.send(200, {})
+
     def validate_yaml(self, query) -> None:
         payload = self.json_body()
         try:
@@ -425,6 +439,7 @@ ROUTES = [
     ("POST", API + "/paths-info/" + REV, Handler.paths_info),
     ("POST", API + "/preupload/" + REV, Handler.preupload),
     ("POST", API + "/commit/" + REV, Handler.commit),
+    ("POST", API + "/branch/" + REV, Handler.create_branch),
     ("POST", r"/(?P<prefix>datasets/|spaces/)?" + REPO + r"\.git/info/lfs/objects/batch", Handler.lfs_batch),
     ("PUT", r"/lfs-upload/(?P<oid>[0-9a-f]{64})", Handler.lfs_upload),
     (

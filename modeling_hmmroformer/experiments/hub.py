@@ -225,14 +225,19 @@ def format_plan(plan: UploadPlan, endpoint: str = HUB) -> str:
     return "\n".join(lines)
 
 
-def push_plan(plan: UploadPlan, endpoint: str | None = None, token: str | None = None) -> str:
+def push_plan(
+    plan: UploadPlan, endpoint: str | None = None, token: str | None = None, revision: str | None = None
+) -> str:
     """Create the repo (if needed) and upload the plan's files in one commit; returns the commit URL.
 
     `endpoint`: the Hub's address (default: `HF_ENDPOINT` as `huggingface_hub` read it, else
-    https://huggingface.co); `token`: default the one `hf auth login` saved or `HF_TOKEN`.
+    https://huggingface.co); `token`: default the one `hf auth login` saved or `HF_TOKEN`;
+    `revision`: the branch the commit goes to, made from main where it is new (default: main).
     """
     api = HfApi(endpoint=endpoint, token=token)
     api.create_repo(plan.repo_id, repo_type=plan.repo_type, private=plan.private, exist_ok=True)
+    if revision is not None:
+        api.create_branch(plan.repo_id, branch=revision, repo_type=plan.repo_type, exist_ok=True)
     operations = [
         CommitOperationAdd(
             path_in_repo=planned.path_in_repo,
@@ -245,5 +250,6 @@ def push_plan(plan: UploadPlan, endpoint: str | None = None, token: str | None =
         repo_type=plan.repo_type,
         operations=operations,
         commit_message=f"Upload {plan.repo_type} from hmm-roformer ({len(operations)} files)",
+        revision=revision,
     )
     return str(info.commit_url)

@@ -9,7 +9,10 @@
 auto_map, the corpus and run configs, the HMM parameters, the figures and results, and the
 model card rendered for the repo; checkpoints, logs and pickled training state stay home.
 --dataset uploads the Parquet shards, the HMM parameters, the config and the dataset card.
---dry-run prints what would go where, with sizes, and touches no network. Log in first
+--revision puts the commit on a branch (made from main where it is new; a failed upload may
+leave that new branch behind, at main's head): the networks a run keeps over training
+(training/development/step-<N>) each to its step's branch. --dry-run prints what would go
+where, with sizes, and touches no network. Log in first
 with `hf auth login` (or set HF_TOKEN). The files go up in one commit through
 `huggingface_hub` (create_repo, create_commit): a failed upload leaves the repo as it was.
 --endpoint (default: $HF_ENDPOINT, else the Hub) sends them to another Hub server, such as
@@ -36,6 +39,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--dataset-repo-id", help="with --model: the corpus's Hub repo, named in the model card"
     )
+    parser.add_argument(
+        "--revision",
+        help="the branch to upload to, made from main where it is new: a network kept over training goes "
+        "to its step's (step-500), where `hmm-development --checkpoints ORG/NAME@step-500` reads it "
+        "(default: main)",
+    )
     parser.add_argument("--private", action="store_true", help="create the repo private")
     parser.add_argument("--dry-run", action="store_true", help="print the planned upload; no network")
     parser.add_argument(
@@ -60,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         print("dry run: nothing was uploaded")
         return 0
     try:
-        url = push_plan(plan, args.endpoint)
+        url = push_plan(plan, args.endpoint, revision=args.revision)
     except Exception as error:  # the Hub's errors: not logged in, no write access, offline, a server fault
         reason = " ".join(str(error).split())  # one line: the client's messages span several
         print(

@@ -333,6 +333,17 @@ def test_a_second_push_is_one_new_commit_and_the_old_revision_still_loads(hub, p
     np.testing.assert_array_equal(np.load(tmp_path / "client" / "new.npy"), local_logits(changed, ids))
 
 
+def test_a_network_kept_over_training_goes_to_its_steps_branch_and_main_stays(hub, published, tmp_path):
+    before = hub.head(f"model:{MODEL}")
+    weights = published / "model" / "model.safetensors"
+    push = ["--model", str(published / "model"), "--repo-id", MODEL, "--revision", "step-40"]
+    checked(run_client_script(hub, tmp_path, "push_to_hub.py", *push))
+    record = json.loads((hub.root / "repos.json").read_text())[f"model:{MODEL}"]
+    branch = record["commits"][record["refs"]["step-40"]]
+    assert record["refs"]["main"] == before and branch["parent"] == before  # made from main, main kept
+    assert branch["files"]["model.safetensors"]["sha256"] == hashlib.sha256(weights.read_bytes()).hexdigest()
+
+
 def test_a_bad_folder_is_refused_before_any_request(hub, published, tmp_path):
     broken = tmp_path / "broken"
     shutil.copytree(published / "model", broken)
