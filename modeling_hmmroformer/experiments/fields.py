@@ -4,8 +4,9 @@ reference of every field that `scripts/train.py --help` prints (docs/fields.md).
 
 Each section's fields are a dataclass's: `HMMMixtureConfig` (corpus), `HMMRoFormerConfig` or
 another transformers config (model), `TrainingArguments` (training), and this project's own
-`DataSection` and `RunSection` below, whose fields carry their default, their one line of help
-and their lowest value.
+`DataSection` and `RunSection` below, whose fields carry their default and their one line of
+help (so transformers' `HfArgumentParser` reads them) and whose `__post_init__` checks their
+bounds.
 """
 
 from __future__ import annotations

@@ -9,6 +9,9 @@ A run config is one YAML file with five sections, any value overridable on the c
     training: {<TrainingArguments field>: value, ...}
     run:      {loss_mask: all | observations | test, vary_num_demos: false, eval_rows: 256}
 
+A reproduction preset's file (configs/tiny.yaml, small.yaml, paper.yaml) adds a sixth,
+`analysis:`, the sizes of its analyses (`Settings` fields, `preset_settings`); a run sets it aside.
+
 Sections exist because their fields clash in a flat namespace: `vocab_size` is V for the
 corpus and V + 1 for the model, `seed` draws the HMMs in one and orders the batches in the
 other. On the command line a value is `--section.field value` (or `--section.field=value`),
