@@ -14,7 +14,7 @@ leave that new branch behind, at main's head): the networks a run keeps over tra
 (training/development/step-<N>) each to its step's branch. --dry-run prints what would go
 where, with sizes, and touches no network. Log in first
 with `hf auth login` (or set HF_TOKEN). The files go up in one commit through
-`huggingface_hub` (create_repo, create_commit): a failed upload leaves the repo as it was.
+`huggingface_hub` (create_repo, create_commit): a failed upload changes no file of the repo.
 --endpoint (default: $HF_ENDPOINT, else the Hub) sends them to another Hub server, such as
 the test suite's `tests/hub_server.py`.
 """
