@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     transformers.utils.logging.disable_progress_bar()
     try:
-        if args.out is None and not Path(args.checkpoints[0]).exists():
+        if args.out is None and is_hub_checkpoint(args.checkpoints[0]):
             raise ValueError("--out is required when --checkpoints names Hub checkpoints")
         networks = sorted(network for name in args.checkpoints for network in listed(name))
         out = Path(args.out) if args.out else Path(args.checkpoints[0]).parent / names.DEVELOPMENT_JSON
@@ -84,9 +84,9 @@ def main(argv: list[str] | None = None) -> int:
 def listed(name: str) -> list[tuple[int, Path]]:
     """The checkpoints one `--checkpoints` entry names: a folder's checkpoints, by step, or the
     Hub revision `ORG/NAME@REVISION` (a one-line error where there are none)."""
-    folder = Path(name)
-    if not folder.exists() and "@" in name:
+    if is_hub_checkpoint(name):
         return [hub_revision(name)]
+    folder = Path(name)
     if not folder.is_dir():
         raise ValueError(f"--checkpoints {folder}: no such folder (a Hub checkpoint: ORG/NAME@step-<N>).")
     found = kept_networks(folder)
@@ -96,6 +96,11 @@ def listed(name: str) -> list[tuple[int, Path]]:
             "(step-<N>, checkpoint-<N>): train with --run.checkpoints 13, or name the folders by step."
         )
     return found
+
+
+def is_hub_checkpoint(name: str) -> bool:
+    """Whether a `--checkpoints` entry names a Hub revision (`ORG/NAME@REVISION`), not a folder."""
+    return "@" in name and not Path(name).exists()
 
 
 def hub_revision(name: str) -> tuple[int, Path]:

@@ -130,12 +130,12 @@ def read_model_results(folder: Path) -> dict:
     probes, and, None where they were not made, the knock-out, the model's memory, its place on
     the yardsticks, its development and the probes of its kept networks (step -> probe results)."""
     files = {name: folder / names.ANALYSIS_FILES[name] for name in ANALYSES_RECORDED}
-    results = {name: _read_json(path) for name, path in files.items()}
+    results = {name: read_json_or_none(path) for name, path in files.items()}
     for name in ("figure1", "probes", "model_memory"):  # every model has them
         if results[name] is None:
             raise ValueError(f"{files[name]} is missing: the model's {name} stage has not run.")
     probed = sorted((folder / names.DEVELOPMENT_PROBES).glob(f"step-*/{names.PROBES_JSON}"))
-    results["development_probes"] = {step_of(path.parent.name): _read_json(path) for path in probed}
+    results["development_probes"] = {step_of(path.parent.name): read_json_or_none(path) for path in probed}
     return results
 
 
@@ -178,7 +178,7 @@ def summarize_model_folder(folder: str | os.PathLike) -> dict:
         "training": names.TRAIN_RESULTS_JSON,
         **names.ANALYSIS_FILES,
     }
-    raw = {name: _read_json(folder / path) for name, path in optional.items()}
+    raw = {name: read_json_or_none(folder / path) for name, path in optional.items()}
     summary["corpus"] = raw["corpus"]
     summary["training"] = raw["training"]
     run_config = folder / names.RUN_CONFIG_YAML
@@ -196,5 +196,6 @@ def summarize_model_folder(folder: str | os.PathLike) -> dict:
     return summary
 
 
-def _read_json(path: Path) -> dict | None:
+def read_json_or_none(path: Path) -> dict | None:
+    """The JSON file at `path`, or None where there is none (an analysis not made)."""
     return json.loads(path.read_text()) if path.is_file() else None

@@ -24,7 +24,7 @@ from ..decisions.aggregate import check_records, model_record, summarize_study
 from ..figures.study import plot_study
 from ..settings import flat_settings
 from .engine import RunState
-from .folders import read_model_results
+from .folders import read_json_or_none, read_model_results
 from .plan import ModelRun, Pipeline, Plan, model_stages
 from .stages import machine_description, measure_lemma1, model_runners, shared_runners, write_json_and_report
 
@@ -84,8 +84,7 @@ def write_study_report(p: Pipeline, state: RunState) -> None:
     records = [read_record(p, m) for m in p.models]
     check_records(records, p.record_fingerprint(), flat_settings(p.settings, p.run))
     lemma1 = json.loads((p.out / names.LEMMA1 / names.LEMMA1_JSON).read_text())
-    facts_path = p.out / names.YARDSTICKS / names.YARDSTICKS_JSON  # a corpus with unseen tasks
-    facts = json.loads(facts_path.read_text()) if facts_path.is_file() else None
+    facts = read_json_or_none(p.out / names.YARDSTICKS / names.YARDSTICKS_JSON)  # unseen tasks only
     figures = {**names.STUDY_FIGURES, "lemma1": f"{names.LEMMA1}/{names.LEMMA1_PNG}"}
     summary = summarize_study(
         p.settings, p.run, records, load_corpus_config(p.corpus), lemma1, facts, figures

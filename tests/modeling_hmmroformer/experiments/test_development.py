@@ -389,6 +389,7 @@ def test_hub_revisions_named_by_their_step_are_read_as_the_folders_are(
     [
         (["org/tiny@main", "--out", "x.json"], "the revision 'main' names no step"),
         (["org/tiny@step-5"], "--out is required when --checkpoints names Hub checkpoints"),
+        (["no/such/step-5"], "--checkpoints no/such/step-5: no such folder"),  # a folder, not the Hub
     ],
 )
 def test_a_hub_checkpoint_without_a_step_or_an_out_is_one_line(checkpoints, message, capsys):
