@@ -20,6 +20,7 @@ from model_cards.study_reports import (
 
 from . import names
 from .analyses.development import development_from_dict
+from .analyses.record import ModelRecord
 from .decisions.architectures import ARCHITECTURES_TITLE, redecide_architectures, summarize_architectures
 from .decisions.diversity import DIVERSITY_TITLE, redecide_diversity, summarize_diversity
 from .figures.across import ARCHITECTURES_FIGURE, is_diversity_figure, plot_architectures, plot_diversity
@@ -45,11 +46,14 @@ def write_diversity_report(studies: list[Path], out: Path, readme: str | os.Path
     summaries = read_study_summaries(studies)
     summary = summarize_diversity(summaries, [str(folder) for folder in studies])
     return write_diversity_summary(
-        summary, out, readme, developments=kept_developments(s["models"] for s in summaries)
+        summary,
+        out,
+        readme,
+        developments=kept_developments([ModelRecord.from_dict(r) for r in s["models"]] for s in summaries),
     )
 
 
-def committed_report(folder: Path) -> tuple[dict, dict[tuple[str, int], list[dict]], dict]:
+def committed_report(folder: Path) -> tuple[dict, dict[tuple[str, int], list[ModelRecord]], dict]:
     """A committed report folder across studies (`results/diversity`, `results/architectures`):
     its results.json, its models' records by (study, depth) and each study's ladder facts on the
     yardstick rows (None where not measured), read from where its `decided_from` names them
@@ -61,7 +65,7 @@ def committed_report(folder: Path) -> tuple[dict, dict[tuple[str, int], list[dic
     summary = json.loads(path.read_text())
     studies = list(dict.fromkeys(c["study"] for c in summary["cells"]))
     sources = summary.get("decided_from") or decided_from(studies)
-    records: dict[tuple[str, int], list[dict]] = {}
+    records: dict[tuple[str, int], list[ModelRecord]] = {}
     ladders: dict[str, dict | None] = {}
     for study in studies:
         files = sorted((folder / sources["records"][study]).glob("*.json"))
@@ -69,8 +73,9 @@ def committed_report(folder: Path) -> tuple[dict, dict[tuple[str, int], list[dic
             raise ValueError(
                 f"{folder / sources['records'][study]} holds no records: the report is decided from them"
             )
-        for record in sorted((json.loads(f.read_text()) for f in files), key=lambda r: r["seed"]):
-            records.setdefault((study, record["depth"]), []).append(record)
+        read = (ModelRecord.from_dict(json.loads(f.read_text())) for f in files)
+        for record in sorted(read, key=lambda r: r.seed):
+            records.setdefault((study, record.depth), []).append(record)
         facts = folder / sources["yardsticks"][study]
         ladders[study] = json.loads(facts.read_text()).get("ladder") if facts.is_file() else None
     return {**summary, "decided_from": sources}, records, ladders
@@ -102,14 +107,11 @@ def redecide_architectures_report(folder: Path) -> Path:
     return write_architectures_summary(summary, folder, summary.get("machine"))
 
 
-def kept_developments(models: Iterable[list[dict]]) -> list[dict]:
+def kept_developments(models: Iterable[list[ModelRecord]]) -> list[dict]:
     """The development records (`development.Development`, labels recomputed) of the models
     that kept networks over training, from lists of model records."""
     return [
-        development_from_dict(r["development"]).to_dict()
-        for group in models
-        for r in group
-        if r.get("development")
+        development_from_dict(r.development).to_dict() for group in models for r in group if r.development
     ]
 
 

@@ -7,6 +7,7 @@
     development  a model over training: each kept network on the yardsticks, labelled
     memory       Lemma 1 and the model against fixed-memory Bayes predictors
     claims       the paper's claims as statistics of the network and of its floors
+    record       one model's record (what a study commits of it): its fields, its JSON form
     summary      what a model folder holds, summarized for its card
 
 Every module of this folder once (`tests/test_package_layers.py` checks it).

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 from hmm_datasets.predictors import IN_CONTEXT
 
 from ..decisions.verdicts import across_seeds
+from .record import ModelRecord
 
 SEEN, UNSEEN = "test", "test_unseen"
 REFERENCES = {SEEN: "mixture", UNSEEN: "oracle"}  # the exact reference of each split's scale
@@ -59,25 +60,25 @@ class LadderPlace:
         return {**asdict(self), "past": self.past}
 
 
-def seen_place(record: dict) -> LadderPlace | None:
+def seen_place(record: ModelRecord) -> LadderPlace | None:
     """A model record's place on seen tasks, from its own ladder (KL to mixture Bayes of every
     rung on the evaluation rows); None for a record without one."""
-    ladder = record.get("ladder")
+    ladder = record.ladder
     if not ladder or any(rung.get("kl_bayes") is None for rung in ladder["rungs"] if rung["in_context"]):
         return None
     rungs = {rung["label"]: rung["kl_bayes"] for rung in ladder["rungs"] if rung["in_context"]}
     best = min(rungs, key=rungs.get)
-    model = record["model_vs_bayes"]["kl_bayes_model"]
+    model = record.model_vs_bayes["kl_bayes_model"]
     return LadderPlace(SEEN, REFERENCES[SEEN], model, best, rungs[best], mixture=0.0)
 
 
 def unseen_place(
-    record: dict, ladder: dict | None, labels: dict[str, str] = RUNG_LABELS
+    record: ModelRecord, ladder: dict | None, labels: dict[str, str] = RUNG_LABELS
 ) -> LadderPlace | None:
     """A model record's place on unseen tasks: its KL to the oracle on the yardstick rows
     against the corpus's `ladder` there (`yardsticks.yardstick_ladder`'s facts, which name the
     rung nearest the oracle; `labels`: rung name -> label); None where either is missing."""
-    placed = (record.get("yardsticks") or {}).get(UNSEEN)
+    placed = (record.yardsticks or {}).get(UNSEEN)
     if placed is None or not ladder or UNSEEN not in ladder:
         return None
     reference = REFERENCES[UNSEEN]
@@ -89,7 +90,7 @@ def unseen_place(
 
 
 def model_places(
-    record: dict, ladder: dict | None, labels: dict[str, str] = RUNG_LABELS
+    record: ModelRecord, ladder: dict | None, labels: dict[str, str] = RUNG_LABELS
 ) -> dict[str, LadderPlace]:
     """A model's places on the splits it was measured on (`seen_place`, `unseen_place`)."""
     places = {SEEN: seen_place(record), UNSEEN: unseen_place(record, ladder, labels)}

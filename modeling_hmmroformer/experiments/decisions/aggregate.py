@@ -1,8 +1,9 @@
 """A study's numbers across seeds and depths.
 
-Every model leaves one small record (`model_record`: its distance to Bayes, its place on the
-ladder, the first probe split's profiles of the model, its untrained twin and the token-only
-baseline, every claim's statistics averaged over the probe splits, its memory);
+Every model leaves one small record (`model_record`, an `analyses.record.ModelRecord`: its
+distance to Bayes, its place on the ladder, the probe splits' profiles of the model, its
+untrained twin and the token-only baseline, every claim's statistics averaged over the splits,
+its memory);
 `summarize_study` reads only records, so a study can be reported from committed records
 without the models. Per depth, the claims are decided together by the rule
 (`claims.decide_claims`: holds / contradicted / not testable / n/a / undecided).
@@ -19,46 +20,52 @@ from hmm_datasets.config import HMMMixtureConfig
 from ..analyses.claims import counted, decide_report, layer_one, model_statistics, profiles
 from ..analyses.ladder_gate import model_places, past_ladder, places_across_seeds
 from ..analyses.memory import recorded_memory_equivalent
+from ..analyses.record import RECORD_VERSION, ModelRecord
 from ..analyses.yardsticks import LEARNERS, nearest_learner
 from ..running.engine import differing_settings
 from ..settings import RunConfig, Settings
 from .verdicts import across_seeds
 
-RECORD_VERSION = 3  # bumped when a record's statistics change: older records are refused
-
 
 def model_record(
-    depth: int, seed: int, results: dict, fingerprint: str, seconds: dict[str, float] | None = None
-) -> dict:
+    depth: int,
+    seed: int,
+    results: dict,
+    fingerprint: str,
+    seconds: dict[str, float] | None = None,
+    settings: dict[str, object] | None = None,
+) -> ModelRecord:
     """What one model's analyses say, small enough to commit: distance to Bayes, the ladder,
-    Figure 1's excess KL, the first probe split's profiles, every claim's statistics (own and
-    floors, averaged over the probe splits), memory, and the wall time of its stages (`seconds`:
-    stage name -> seconds, as the pipeline ran them). `results`: the model folder's analyses
+    Figure 1's excess KL, the probe splits' profiles, every claim's statistics (own and
+    floors, averaged over the probe splits), memory, the wall time of its stages (`seconds`:
+    stage name -> seconds, as the pipeline ran them) and the `settings` it was made with
+    (`settings.flat_settings`). `results`: the model folder's analyses
     (`running.folders.read_model_results`)."""
     fig1, probes = results["figure1"], results["probes"]
     splits = profiles(fig1, probes, results["knockout"], depth)
-    return {
-        "version": RECORD_VERSION,
-        "fingerprint": fingerprint,
-        "depth": depth,
-        "seed": seed,
-        "model_vs_bayes": fig1["model_vs_bayes"],
-        "ladder": fig1.get("ladder"),
-        "kl_bayes_by_num_demos": {
+    return ModelRecord(
+        version=RECORD_VERSION,
+        fingerprint=fingerprint,
+        depth=depth,
+        seed=seed,
+        model_vs_bayes=fig1["model_vs_bayes"],
+        ladder=fig1.get("ladder"),
+        kl_bayes_by_num_demos={
             "demo_counts": fig1["demo_counts"],
             **{name: fig1["kl_bayes_by_num_demos"][name] for name in ("model", "twin")},
         },
-        "kl_bayes_by_test_position": kl_curves_by_test_position(fig1),
-        "profiles": splits[0],
-        "other_splits": splits[1:],
-        "statistics": model_statistics(splits),
-        "layer_one": {network: layer_one(splits[0][network]) for network in ("trained", "twin")},
-        "memory": results["model_memory"],
-        "yardsticks": results["yardsticks"],
-        "development": results["development"],
-        "development_statistics": development_statistics(results["development_probes"], depth),
-        "seconds": seconds or {},
-    }
+        kl_bayes_by_test_position=kl_curves_by_test_position(fig1),
+        profiles=splits[0],
+        other_splits=splits[1:],
+        statistics=model_statistics(splits),
+        layer_one={network: layer_one(splits[0][network]) for network in ("trained", "twin")},
+        memory=results["model_memory"],
+        yardsticks=results["yardsticks"],
+        development=results["development"],
+        development_statistics=development_statistics(results["development_probes"], depth),
+        seconds=seconds or {},
+        settings=settings,
+    )
 
 
 def development_statistics(probes_by_step: dict[int, dict], depth: int) -> dict[str, dict] | None:
@@ -85,26 +92,20 @@ def kl_curves_by_test_position(fig1: dict) -> dict:
     }
 
 
-def record_splits(record: dict) -> list[dict]:
-    """The per-split profiles a record keeps: every probe split from version 3, the first only
-    before (version 2 kept one split's profiles and the statistics averaged over three)."""
-    return [record["profiles"], *record.get("other_splits", [])]
-
-
-def counted_statistics(record: dict, ladder: dict | None, draw: int = 0) -> dict[str, dict]:
+def counted_statistics(record: ModelRecord, ladder: dict | None, draw: int = 0) -> dict[str, dict]:
     """A record's statistics measured again from its profiles by today's claims, as the rule
     counts them (`claims.counted`: the layerwise claims only past the in-context ladder, on the
     corpus's `ladder` facts for unseen tasks; tagged with the corpus `draw`)."""
     places = model_places(record, ladder)
-    return counted(model_statistics(record_splits(record)), past_ladder(places), draw)
+    return counted(model_statistics(record.splits), past_ladder(places), draw)
 
 
-def decide_depths(groups: list[list[dict]], ladder: dict | None, draw: int = 0) -> list[list[dict]]:
+def decide_depths(groups: list[list[ModelRecord]], ladder: dict | None, draw: int = 0) -> list[list[dict]]:
     """The claims of every depth (each a list of its records) decided together, Holm across all."""
     return decide_report([[counted_statistics(r, ladder, draw) for r in records] for records in groups])
 
 
-def ladder_places(records: list[dict], ladder: dict | None) -> dict:
+def ladder_places(records: list[ModelRecord], ladder: dict | None) -> dict:
     """One depth's models on the ladder of each split (`ladder_gate.places_across_seeds`)."""
     return places_across_seeds([model_places(r, ladder) for r in records])
 
@@ -125,9 +126,9 @@ def pointwise_across_seeds(curves: list[list[float]]) -> list[dict]:
     return [across_seeds(list(values)) for values in zip(*curves)]
 
 
-def kl_by_demos(records: list[dict]) -> dict:
-    """KL(Bayes ‖ model) and the twin's by number of demonstrations, across seeds."""
-    curves = [record["kl_bayes_by_num_demos"] for record in records]
+def kl_by_demos(curves: list[dict]) -> dict:
+    """KL(Bayes ‖ model) and the twin's by number of demonstrations, across seeds (`curves`: the
+    records' `kl_bayes_by_num_demos`)."""
     return {
         "demo_counts": curves[0]["demo_counts"],
         **{name: pointwise_across_seeds([c[name] for c in curves]) for name in ("model", "twin")},
@@ -140,11 +141,11 @@ def bins_of_test_positions(test_length: int) -> list[tuple[int, int]]:
     return [(first, min(last, test_length - 1)) for first, last in bins if first <= test_length - 1]
 
 
-def kl_by_test_position(records: list[dict]) -> dict | None:
+def kl_by_test_position(kept: list[dict | None]) -> dict | None:
     """KL(Bayes ‖ ·) averaged over bins of test positions (`bins_of_test_positions`): the model and
-    its twin across seeds, the best in-context predictor (the same rows for every seed). None
-    when no record kept the curves."""
-    curves = [r["kl_bayes_by_test_position"] for r in records if r.get("kl_bayes_by_test_position")]
+    its twin across seeds, the best in-context predictor (the same rows for every seed), from the
+    records' `kl_bayes_by_test_position`. None when no record kept the curves."""
+    curves = [curve for curve in kept if curve]
     if not curves:
         return None
     bins = bins_of_test_positions(len(curves[0]["model"]))
@@ -160,13 +161,12 @@ def kl_by_test_position(records: list[dict]) -> dict | None:
     }
 
 
-def yardsticks_row(records: list[dict], spreads: dict[str, float]) -> dict | None:
-    """One depth's models against the yardsticks (`yardsticks.place_model`), per split: KL to
-    each yardstick and top-1 accuracy across seeds, each yardstick's own accuracy, and how many
+def yardsticks_row(placed: list[dict | None], spreads: dict[str, float]) -> dict | None:
+    """One depth's models against the yardsticks (`yardsticks.place_model`; the records'
+    `yardsticks`), per split: KL to each yardstick and top-1 accuracy across seeds, each yardstick's own accuracy, and how many
     seeds are nearest each learner by more than the prior-level estimate's spread on the split
     (`spreads`; `yardsticks.nearest_learner`), or tied. None for models of a corpus without
     unseen tasks."""
-    placed = [r.get("yardsticks") for r in records]
     if not placed or any(p is None for p in placed):
         return None
     out = {}
@@ -189,23 +189,23 @@ def kls(entry: dict) -> dict[str, float]:
     return {name: value["kl"] for name, value in entry["yardsticks"].items()}
 
 
-def layer_one_row(records: list[dict]) -> dict:
-    """Layer 1 apart: its position-only change and knock-out damage, model and twin, across seeds."""
+def layer_one_row(layer_ones: list[dict]) -> dict:
+    """Layer 1 apart: its position-only change and knock-out damage, model and twin, across seeds
+    (the records' `layer_one`)."""
     return {
         network: {
-            key: across_seeds([record["layer_one"][network][key] for record in records])
+            key: across_seeds([layer_one[network][key] for layer_one in layer_ones])
             for key in ("shuffle_position_only", "knockout_nll")
         }
         for network in ("trained", "twin")
     }
 
 
-def memory_row(depth: int, records: list[dict], lemma1: dict | None) -> dict:
-    """One depth's memory across seeds (`memory.memory_equivalent`; for a record written before
-    it, from `lemma1`'s curve on the same rows): per seed the memory equivalent (None where there
+def memory_row(depth: int, memories: list[dict], lemma1: dict | None) -> dict:
+    """One depth's memory across seeds (the records' `memory`; `memory.memory_equivalent`, for a
+    record written before it from `lemma1`'s curve on the same rows): per seed the memory equivalent (None where there
     is none), the interpolated L across seeds (seeds beyond the grid left out, counted in
     `beyond_grid`), and the TV to full Bayes."""
-    memories = [r["memory"] for r in records]
     equivalents = [recorded_memory_equivalent(m, lemma1) for m in memories]
     return {
         "depth": depth,
@@ -216,10 +216,11 @@ def memory_row(depth: int, records: list[dict], lemma1: dict | None) -> dict:
     }
 
 
-def time_row(records: list[dict]) -> dict:
+def time_row(seconds: list[dict[str, float]]) -> dict:
     """One depth's wall times, training and the analyses (every later stage but the record):
-    median, min and max per model, and summed, over the records that kept their stage times."""
-    timed = [r["seconds"] for r in records if "train" in r.get("seconds", {})]
+    median, min and max per model, and summed, over the records that kept their stage times (the
+    records' `seconds`)."""
+    timed = [t for t in seconds if "train" in t]
     times = {
         "train": [t["train"] for t in timed],
         "analysis": [sum(v for k, v in t.items() if k != "train") for t in timed],
@@ -252,21 +253,23 @@ def ladder_across_seeds(ladders: list[dict | None]) -> dict:
     }
 
 
-def check_records(records: list[dict], fingerprint: str, settings: dict[str, object] | None = None) -> None:
+def check_records(
+    records: list[ModelRecord], fingerprint: str, settings: dict[str, object] | None = None
+) -> None:
     """`ValueError` for a record of other settings (naming which differ, where the record keeps
     its `settings.flat_settings` and `settings` are given) or of an older version of the statistics."""
     for record in records:
-        where = f"the record of depth {record.get('depth')} seed {record.get('seed')}"
-        if record.get("version") != RECORD_VERSION:
+        where = f"the record of depth {record.depth} seed {record.seed}"
+        if record.version != RECORD_VERSION:
             raise ValueError(
-                f"{where} has version {record.get('version')}, these statistics are version {RECORD_VERSION}: "
+                f"{where} has version {record.version}, these statistics are version {RECORD_VERSION}: "
                 "delete it (and its model folder's record.json) to analyse that model again."
             )
-        if record.get("fingerprint") != fingerprint:
+        if record.fingerprint != fingerprint:
             which = (
-                differing_settings(record["settings"], settings)
-                if "settings" in record and settings is not None
-                else f"fingerprint {record.get('fingerprint')} there, {fingerprint} here"
+                differing_settings(record.settings, settings)
+                if record.settings is not None and settings is not None
+                else f"fingerprint {record.fingerprint} there, {fingerprint} here"
             )
             raise ValueError(
                 f"{where} was made with other settings ({which}): use another --records folder, or delete "
@@ -277,7 +280,7 @@ def check_records(records: list[dict], fingerprint: str, settings: dict[str, obj
 def summarize_study(
     settings: Settings,
     run: RunConfig,
-    records: list[dict],
+    records: list[ModelRecord],
     corpus_config: HMMMixtureConfig,
     lemma1: dict,
     facts: dict | None,
@@ -294,26 +297,26 @@ def summarize_study(
         {} if facts is None else {s: c["spread"]["kl_symmetric"] for s, c in facts["convergence"].items()}
     )
     ladder = None if facts is None else facts.get("ladder")
-    groups = [[r for r in records if r["depth"] == d] for d in dict.fromkeys(r["depth"] for r in records)]
+    groups = [[r for r in records if r.depth == d] for d in dict.fromkeys(r.depth for r in records)]
     verdicts = decide_depths(groups, ladder, corpus_config.seed)
     depths = []
     for mine, decided in zip(groups, verdicts):  # in the order of the grid
-        depth = mine[0]["depth"]
+        depth = mine[0].depth
         depths.append(
             {
                 "depth": depth,
-                "seeds": [r["seed"] for r in mine],
-                "kl_bayes_model": across_seeds([r["model_vs_bayes"]["kl_bayes_model"] for r in mine]),
-                "agreement": across_seeds([r["model_vs_bayes"]["agreement"] for r in mine]),
-                **ladder_across_seeds([r["ladder"] for r in mine]),
-                "kl_by_demos": kl_by_demos(mine),
-                "kl_by_test_position": kl_by_test_position(mine),
+                "seeds": [r.seed for r in mine],
+                "kl_bayes_model": across_seeds([r.model_vs_bayes["kl_bayes_model"] for r in mine]),
+                "agreement": across_seeds([r.model_vs_bayes["agreement"] for r in mine]),
+                **ladder_across_seeds([r.ladder for r in mine]),
+                "kl_by_demos": kl_by_demos([r.kl_bayes_by_num_demos for r in mine]),
+                "kl_by_test_position": kl_by_test_position([r.kl_bayes_by_test_position for r in mine]),
                 "ladder_places": ladder_places(mine, ladder),
                 "verdicts": decided,
-                "layer_one": layer_one_row(mine),
-                "yardsticks": yardsticks_row(mine, spreads),
-                "memory": memory_row(depth, mine, lemma1),
-                "seconds": time_row(mine),
+                "layer_one": layer_one_row([r.layer_one for r in mine]),
+                "yardsticks": yardsticks_row([r.yardsticks for r in mine], spreads),
+                "memory": memory_row(depth, [r.memory for r in mine], lemma1),
+                "seconds": time_row([r.seconds for r in mine]),
             }
         )
     model = run.model_config(corpus_config)
@@ -332,6 +335,6 @@ def summarize_study(
         "verdict_table": verdict_table(depths),
         "lemma1": lemma1,
         "yardsticks": facts,
-        "models": records,
+        "models": [record.to_dict() for record in records],
         "figures": figures,
     }

@@ -9,6 +9,7 @@ Plain data in, plain data out: `scripts/architectures_report.py` reads the folde
 from __future__ import annotations
 
 from ..analyses.claims import claim_words, decide_report
+from ..analyses.record import ModelRecord
 from .aggregate import counted_statistics, ladder_places
 from .diversity import SPLITS, learner_of, setup_of, study_cells
 
@@ -64,10 +65,10 @@ def summarize_architectures(summaries: list[dict], sources: list[str]) -> dict:
         for cell in study_cells(summary)
         if cell["depth"] in depths
     ]
-    records = {(architecture_of(s), r["depth"]): [] for s in summaries for r in s["models"]}
+    records: dict[tuple[str, int], list[ModelRecord]] = {}
     for summary in summaries:  # by architecture: two studies may share a name (`--model.model_type`)
-        for record in summary["models"]:
-            records[(architecture_of(summary), record["depth"])].append(record)
+        for record in map(ModelRecord.from_dict, summary["models"]):
+            records.setdefault((architecture_of(summary), record.depth), []).append(record)
     ladder = (summaries[0].get("yardsticks") or {}).get("ladder")  # one corpus: one ladder
     return {
         "sources": list(sources),
@@ -84,7 +85,7 @@ def summarize_architectures(summaries: list[dict], sources: list[str]) -> dict:
 
 
 def decided_architectures(
-    cells: list[dict], records: dict[tuple[str, int], list[dict]], ladder: dict | None
+    cells: list[dict], records: dict[tuple[str, int], list[ModelRecord]], ladder: dict | None
 ) -> dict:
     """The parts of the comparison the rule decides, from the cells and their models' records
     (`records`: (architecture, depth) -> records; `ladder`: the corpus's ladder facts on the
@@ -125,7 +126,7 @@ def decided_architectures(
 
 
 def redecide_architectures(
-    summary: dict, records: dict[tuple[str, int], list[dict]], ladder: dict | None
+    summary: dict, records: dict[tuple[str, int], list[ModelRecord]], ladder: dict | None
 ) -> dict:
     """A committed comparison decided again by today's rule from its models' committed records
     (`records`: (study, depth) -> records): every part the rule decides replaced, the rest kept."""

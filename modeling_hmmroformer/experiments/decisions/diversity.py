@@ -20,8 +20,9 @@ from probing.architecture import HMM_ROFORMER
 from ..analyses.claims import CLAIMS, claim_words, decide_report, model_statistics
 from ..analyses.development import Development, development_from_dict
 from ..analyses.ladder_gate import LEARNERS
+from ..analyses.record import ModelRecord
 from ..settings import PIPELINES
-from .aggregate import counted_statistics, ladder_places, record_splits
+from .aggregate import counted_statistics, ladder_places
 from .verdicts import across_seeds
 
 DIVERSITY_TITLE = "# Retrieval or inference?"  # the report's first line starts so
@@ -80,12 +81,12 @@ def learner_of(counts: dict[str, int]) -> str:
     return winner if 2 * counts[winner] > total else "mixed"
 
 
-def place_cell(cell: dict, records: list[dict], ladder: dict | None) -> dict:
+def place_cell(cell: dict, records: list[ModelRecord], ladder: dict | None) -> dict:
     """A study cell with its models' place on the ladder (`aggregate.ladder_places`), its learner,
     and each claim's own statistic across its seeds, as today's claims measure it from the
     records (what the corpus draw moves, `draw_spread`)."""
     places = ladder_places(records, ladder)
-    statistics = [model_statistics(record_splits(r)) for r in records]
+    statistics = [model_statistics(r.splits) for r in records]
     return {
         **cell,
         "ladder_places": places,
@@ -94,7 +95,9 @@ def place_cell(cell: dict, records: list[dict], ladder: dict | None) -> dict:
     }
 
 
-def decide_groups(cells: list[dict], records: dict[tuple[str, int], list[dict]], ladders: dict) -> list[dict]:
+def decide_groups(
+    cells: list[dict], records: dict[tuple[str, int], list[ModelRecord]], ladders: dict
+) -> list[dict]:
     """The claims decided per (K, depth) over the study cells measured there (`cells`, placed;
     `records`: (study, depth) -> its models' records; `ladders`: study -> its corpus's ladder
     facts on the yardstick rows, None where not measured), seeds nested in corpus draws, Holm
@@ -207,7 +210,7 @@ def summarize_diversity(summaries: list[dict], sources: list[str]) -> dict:
             seen[key] = source
             cells.append(cell)
     records = {
-        (s["study"]["name"], depth): [r for r in s["models"] if r["depth"] == depth]
+        (s["study"]["name"], depth): [ModelRecord.from_dict(r) for r in s["models"] if r["depth"] == depth]
         for s in summaries
         for depth in {r["depth"] for r in s["models"]}
     }
@@ -232,7 +235,10 @@ def summarize_diversity(summaries: list[dict], sources: list[str]) -> dict:
 
 
 def decided_summary(
-    cells: list[dict], records: dict[tuple[str, int], list[dict]], ladders: dict, family: str = "diversity"
+    cells: list[dict],
+    records: dict[tuple[str, int], list[ModelRecord]],
+    ladders: dict,
+    family: str = "diversity",
 ) -> dict:
     """The parts of the cross-K summary the rule decides, from the study cells and their models'
     records: the cells placed on their ladders (`place_cell`) in the planned order, the claims,
@@ -253,7 +259,9 @@ def decided_summary(
     }
 
 
-def redecide_diversity(summary: dict, records: dict[tuple[str, int], list[dict]], ladders: dict) -> dict:
+def redecide_diversity(
+    summary: dict, records: dict[tuple[str, int], list[ModelRecord]], ladders: dict
+) -> dict:
     """A committed cross-K summary decided again by today's rule from its models' committed
     records (`records`: (study, depth) -> records; `ladders`: study -> its corpus's ladder facts
     on the yardstick rows): every part the rule decides replaced, the rest kept."""
@@ -290,14 +298,14 @@ def claim_against_k(summary: dict, key: str) -> dict[int, list[dict]]:
 
 
 # ---- over training: the networks each model kept (`development`), described, not decided ---------
-def over_training(cells: list[dict], records: dict[tuple[str, int], list[dict]]) -> list[dict]:
+def over_training(cells: list[dict], records: dict[tuple[str, int], list[ModelRecord]]) -> list[dict]:
     """Per (K, depth) whose models kept networks over training, in the cells' order: each kept
     step on each split across the models of every draw (`development_places`), and each claim's
     statistic at the steps every model probed (`development_claims`). Described across models,
     not decided: the rule decides the final networks only."""
     groups: dict[tuple[int, int], list[dict]] = {}
     for cell in cells:
-        kept = [r for r in records[(cell["study"], cell["depth"])] if r.get("development")]
+        kept = [r for r in records[(cell["study"], cell["depth"])] if r.development]
         if kept:
             groups.setdefault((cell["num_tasks"], cell["depth"]), []).extend(kept)
     return [
@@ -305,7 +313,7 @@ def over_training(cells: list[dict], records: dict[tuple[str, int], list[dict]])
             "num_tasks": num_tasks,
             "depth": depth,
             "num_models": len(models),
-            "places": development_places([development_from_dict(r["development"]) for r in models]),
+            "places": development_places([development_from_dict(r.development) for r in models]),
             "claims": development_claims(models),
         }
         for (num_tasks, depth), models in groups.items()
@@ -341,11 +349,11 @@ def development_places(developments: list[Development]) -> dict[str, list[dict]]
     return out
 
 
-def development_claims(records: list[dict]) -> dict[str, list[dict]]:
+def development_claims(records: list[ModelRecord]) -> dict[str, list[dict]]:
     """Per claim, at each step every model probed (`development_statistics`): its own statistic
     and its effect over the untrained twin (the training's own step-0 network), mean [95% t
     interval] across models; empty where no model was probed over training."""
-    by_step = [r.get("development_statistics") or {} for r in records]
+    by_step = [r.development_statistics or {} for r in records]
     steps = sorted(set.intersection(*(set(map(int, s)) for s in by_step)))
     out: dict[str, list[dict]] = {}
     for claim in CLAIMS:

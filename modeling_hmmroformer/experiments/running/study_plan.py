@@ -20,6 +20,7 @@ from hmm_datasets.files import build_folder, write_json
 from model_cards.study_reports import render_study_report
 
 from .. import names
+from ..analyses.record import ModelRecord
 from ..decisions.aggregate import check_records, model_record, summarize_study
 from ..figures.study import plot_study
 from ..settings import flat_settings
@@ -56,9 +57,13 @@ def record_model(p: Pipeline, m: ModelRun, state: RunState) -> None:
     the wall times of its stages (so a study resumed on a fresh clone still reports them)."""
     results = read_model_results(m.folder)
     record = model_record(
-        m.depth, m.seed, results, p.record_fingerprint(), seconds=model_seconds(p, state, m)
-    )
-    record["settings"] = flat_settings(p.settings, p.run)  # names the setting that differs, on a refusal
+        m.depth,
+        m.seed,
+        results,
+        p.record_fingerprint(),
+        seconds=model_seconds(p, state, m),
+        settings=flat_settings(p.settings, p.run),  # names the setting that differs, on a refusal
+    ).to_dict()
     write_json(m.path(names.RECORD_JSON), record)
     if p.records is not None:
         write_json(p.record_path(m), record)
@@ -73,10 +78,10 @@ def model_seconds(p: Pipeline, state: RunState, m: ModelRun) -> dict[str, float]
     }
 
 
-def read_record(p: Pipeline, m: ModelRun) -> dict:
+def read_record(p: Pipeline, m: ModelRun) -> ModelRecord:
     """Model `m`'s record: from the records folder, else from its model folder."""
     path = p.record_path(m) if p.has_record(m) else m.path(names.RECORD_JSON)
-    return json.loads(path.read_text())
+    return ModelRecord.from_dict(json.loads(path.read_text()))
 
 
 def write_study_report(p: Pipeline, state: RunState) -> None:

@@ -9,7 +9,6 @@ import pytest
 
 from model_cards import DIVERSITY_STATUS_MARKERS
 from model_cards.study_reports import render_diversity_status, replace_marked_block
-from modeling_hmmroformer.experiments.decisions.aggregate import record_splits
 from modeling_hmmroformer.experiments.decisions.diversity import (
     learner_of,
     planned_cells,
@@ -38,7 +37,7 @@ def as_diversity_study(
         record["depth"] = renamed[record["depth"]]
         if record.get("development"):
             record["development"]["num_tasks"] = num_tasks
-        for split in record_splits(record):
+        for split in [record["profiles"], *record["other_splits"]]:
             split["trained"]["demo_gain"] += shift
             split["trained"]["position_gain"] += shift
     return study

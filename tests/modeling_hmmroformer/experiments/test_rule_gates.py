@@ -2,11 +2,14 @@
 label, preconditions instead of one-sided statistics, seeds nested in corpus draws, and every
 condition of a verdict one step either side (docs/study.md, the decision rule)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from modeling_hmmroformer.experiments.analyses.claims import CLAIMS, TESTABLE_MARGIN, decide_report
 from modeling_hmmroformer.experiments.analyses.ladder_gate import BELOW, learner, model_places, past_ladder
+from modeling_hmmroformer.experiments.analyses.record import RECORD_VERSION, ModelRecord
 from modeling_hmmroformer.experiments.decisions.aggregate import counted_statistics
 from modeling_hmmroformer.experiments.decisions.verdicts import (
     ALPHA,
@@ -37,10 +40,10 @@ def seeds(own, draws=None, **floors) -> list[dict]:
 
 
 # ---- the ladder gate --------------------------------------------------------------------------
-def record(seed: int, model_kl: float, rung_kl: float, unseen: tuple[float, float] | None = None) -> dict:
+def record(seed: int, model_kl: float, rung_kl: float, unseen_kl: float | None = None) -> ModelRecord:
     """A version-3 record of planted profiles (every layerwise statistic on its claimed side), its
     model `model_kl` from mixture Bayes and the best in-context rung `rung_kl` on seen tasks, and
-    optionally (model, rung) KL from the oracle on unseen tasks."""
+    optionally the model's KL from the oracle on unseen tasks (`unseen_kl`)."""
     rng = np.random.default_rng(seed)
     jitter = lambda curve: [v + rng.normal(0, 0.003) for v in curve]  # noqa: E731
     trained = planted(
@@ -53,30 +56,38 @@ def record(seed: int, model_kl: float, rung_kl: float, unseen: tuple[float, floa
         {"name": "bigram", "label": "bigram counts", "kl_bayes": rung_kl + 0.05, "in_context": True},
         {"name": "ppm3", "label": "PPM-C blending, order 3", "kl_bayes": rung_kl, "in_context": True},
     ]
-    out = {
-        "depth": 4,
-        "seed": seed,
-        "model_vs_bayes": {"kl_bayes_model": model_kl},
-        "ladder": {"rungs": rungs},
-        "profiles": {"trained": trained, "twin": twin(), "tokens": tokens()},
-        "other_splits": [],
-    }
-    if unseen is not None:
-        out["yardsticks"] = {"test_unseen": {"yardsticks": {"oracle": {"kl": unseen[0]}}}}
-        out["unseen_ladder"] = {
-            "test_unseen": {
-                "references": {"oracle": {"ppm3": unseen[1], "mixture": 2.0}},
-                "best_in_context": {"oracle": "ppm3"},
-            }
+    return ModelRecord(
+        version=RECORD_VERSION,
+        fingerprint="planted",
+        depth=4,
+        seed=seed,
+        model_vs_bayes={"kl_bayes_model": model_kl},
+        ladder={"rungs": rungs},
+        kl_bayes_by_num_demos={},
+        profiles={"trained": trained, "twin": twin(), "tokens": tokens()},
+        statistics={},
+        layer_one={},
+        yardsticks=None
+        if unseen_kl is None
+        else {"test_unseen": {"yardsticks": {"oracle": {"kl": unseen_kl}}}},
+    )
+
+
+def unseen_ladder(rung_kl: float) -> dict:
+    """A corpus's ladder facts on unseen tasks: the best rung (PPM-C) `rung_kl` from the oracle."""
+    return {
+        "test_unseen": {
+            "references": {"oracle": {"ppm3": rung_kl, "mixture": 2.0}},
+            "best_in_context": {"oracle": "ppm3"},
         }
-    return out
+    }
 
 
-def decided(records: list[dict], required_draws: int = 1) -> dict[str, dict]:
+def decided(records: list[ModelRecord], required_draws: int = 1) -> dict[str, dict]:
     from modeling_hmmroformer.experiments.analyses.claims import claim_rows
     from modeling_hmmroformer.experiments.decisions.verdicts import decide_cells
 
-    per_seed = [counted_statistics(r, r.get("unseen_ladder")) for r in records]
+    per_seed = [counted_statistics(r, None) for r in records]
     rows = decide_cells(
         [[([s[c.key] for s in per_seed], c.direction) for c in CLAIMS]], required_draws=required_draws
     )[0]
@@ -111,11 +122,9 @@ def test_the_gate_at_its_boundary_and_the_learner_it_names():
     assert not past_ladder(at) and learner(at) == BELOW  # equal to the best rung is not past it
     just = model_places(record(0, model_kl=0.4999, rung_kl=0.5), None)
     assert past_ladder(just) and learner(just) == "retrieves"
-    infers = record(0, model_kl=0.8, rung_kl=0.5, unseen=(0.40, 0.45))
-    places = model_places(infers, infers["unseen_ladder"])
+    places = model_places(record(0, model_kl=0.8, rung_kl=0.5, unseen_kl=0.40), unseen_ladder(0.45))
     assert learner(places) == "infers" and places["test_unseen"].best_rung == "PPM-C blending, order 3"
-    no_ladder = record(0, 0.3, 0.5)
-    no_ladder["ladder"] = None
+    no_ladder = dataclasses.replace(record(0, 0.3, 0.5), ladder=None)
     assert not past_ladder(model_places(no_ladder, None))  # nothing shows it learned
 
 

@@ -332,8 +332,7 @@ def test_bad_input_is_one_error_line_and_writes_nothing(run_script, tmp_path, ar
 
 def test_the_time_table_reads_the_records_that_kept_their_times():
     timed = {"train": 100.0, "evaluate": 5.0, "probe": 20.0, "memory": 1.0, "knockout": 4.0}
-    records = [{"seconds": timed}, {"seconds": {**timed, "train": 300.0}}, {"seconds": {}}, {}]
-    row = time_row(records)
+    row = time_row([timed, {**timed, "train": 300.0}, {}])  # the last record kept no times
     assert row["n"] == 2
     assert row["train"] == {"median": 200.0, "min": 100.0, "max": 300.0, "sum": 400.0}
     assert row["analysis"] == {"median": 30.0, "min": 30.0, "max": 30.0, "sum": 60.0}
@@ -346,16 +345,16 @@ def test_excess_kl_by_test_position_is_averaged_in_bins_across_seeds():
     assert bins_of_test_positions(64) == [(1, 1), (2, 4), (5, 16), (17, 63)]
     assert bins_of_test_positions(8) == [(1, 1), (2, 4), (5, 7)]  # cut to the test sequence
     curve = [9.0, 1.0, 2.0, 2.0, 2.0, 3.0, 3.0, 3.0]  # position 0 is not a test token scored
-    records = [
-        {"kl_bayes_by_test_position": {"model": curve, "twin": [2 * v for v in curve], "in_context": None}},
-        {"kl_bayes_by_test_position": {"model": [v + 1 for v in curve], "twin": curve, "in_context": None}},
-        {},  # a record made before the curves were kept
+    kept = [
+        {"model": curve, "twin": [2 * v for v in curve], "in_context": None},
+        {"model": [v + 1 for v in curve], "twin": curve, "in_context": None},
+        None,  # a record made before the curves were kept
     ]
-    row = kl_by_test_position(records)
+    row = kl_by_test_position(kept)
     assert [stat["mean"] for stat in row["model"]] == [1.5, 2.5, 3.5]
     assert [stat["n"] for stat in row["twin"]] == [2, 2, 2]
     assert row["in_context"] is None
-    assert kl_by_test_position([{}]) is None
+    assert kl_by_test_position([None]) is None
 
 
 def without_times(record):
