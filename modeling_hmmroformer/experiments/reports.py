@@ -21,13 +21,14 @@ from model_cards.study_reports import (
 from . import names
 from .analyses.development import development_from_dict
 from .analyses.record import ModelRecord
+from .decisions.aggregate import StudySummary
 from .decisions.architectures import ARCHITECTURES_TITLE, redecide_architectures, summarize_architectures
 from .decisions.diversity import DIVERSITY_TITLE, redecide_diversity, summarize_diversity
 from .figures.across import ARCHITECTURES_FIGURE, is_diversity_figure, plot_architectures, plot_diversity
 from .running.stages import machine_description
 
 
-def read_study_summaries(studies: list[Path]) -> list[dict]:
+def read_study_summaries(studies: list[Path]) -> list[StudySummary]:
     """The summaries (results.json) of study folders; `ValueError` naming the first folder
     whose report has not run."""
     missing = [folder for folder in studies if not (folder / names.RESULTS_JSON).is_file()]
@@ -36,7 +37,9 @@ def read_study_summaries(studies: list[Path]) -> list[dict]:
             f"{missing[0]} has no {names.RESULTS_JSON}: run its study's report first "
             f"(scripts/study.py --study NAME --out {missing[0]} --records ...)"
         )
-    return [json.loads((folder / names.RESULTS_JSON).read_text()) for folder in studies]
+    return [
+        StudySummary.from_dict(json.loads((folder / names.RESULTS_JSON).read_text())) for folder in studies
+    ]
 
 
 def write_diversity_report(studies: list[Path], out: Path, readme: str | os.PathLike | None = None) -> Path:
@@ -49,7 +52,7 @@ def write_diversity_report(studies: list[Path], out: Path, readme: str | os.Path
         summary,
         out,
         readme,
-        developments=kept_developments([ModelRecord.from_dict(r) for r in s["models"]] for s in summaries),
+        developments=kept_developments(s.models for s in summaries),
     )
 
 

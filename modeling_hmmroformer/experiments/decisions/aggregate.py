@@ -13,6 +13,8 @@ Plain data in, plain data out; `model_record` alone reads a model folder's JSON.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, fields
+
 import numpy as np
 
 from hmm_datasets.config import HMMMixtureConfig
@@ -277,6 +279,46 @@ def check_records(
             )
 
 
+@dataclass(kw_only=True)
+class StudySummary:
+    """A study's summary (its results.json; the JSON object keeps the fields in this order).
+
+    `study`: the study's settings (`Settings.to_dict`); `corpus`: the corpus config; `model` and
+    `training`: what the cells of a report across studies must share (model type, width, heads,
+    norm placement; steps, batch, learning rate); `depths`: per depth, in the grid's order, its
+    numbers across seeds and its verdicts; `verdict_table`: claim x depth; `lemma1`: Lemma 1 on
+    the corpus; `yardsticks`: what the corpus's yardsticks are (None without unseen tasks);
+    `models`: the models' records; `figures`: name -> file; `stage_seconds`: each stage's wall
+    time; `machine`: where it ran."""
+
+    study: dict
+    corpus: dict
+    model: dict
+    training: dict
+    depths: list[dict]
+    verdict_table: list[dict]
+    lemma1: dict
+    yardsticks: dict | None = None
+    models: list[ModelRecord]
+    figures: dict[str, str]
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    machine: dict | None = None
+
+    @property
+    def name(self) -> str:
+        return self.study["name"]
+
+    def to_dict(self) -> dict:
+        """The JSON object (fields in order, the records as theirs)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {**out, "models": [record.to_dict() for record in self.models]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> StudySummary:
+        """A summary from its JSON object (`ModelRecord.from_dict` reads its records)."""
+        return cls(**{**data, "models": [ModelRecord.from_dict(r) for r in data["models"]]})
+
+
 def summarize_study(
     settings: Settings,
     run: RunConfig,
@@ -285,7 +327,7 @@ def summarize_study(
     lemma1: dict,
     facts: dict | None,
     figures: dict[str, str],
-) -> dict:
+) -> StudySummary:
     """Verdicts per depth across seeds, next to each depth's KL and agreement with Bayes.
 
     `records` are `model_record`s in the order of the grid; `run` is the study's run config;
@@ -320,21 +362,21 @@ def summarize_study(
             }
         )
     model = run.model_config(corpus_config)
-    return {
-        "study": settings.to_dict(),
-        "corpus": corpus_config.to_dict(),
-        "model": {
+    return StudySummary(
+        study=settings.to_dict(),
+        corpus=corpus_config.to_dict(),
+        model={
             key: getattr(model, key, None)
             for key in ("model_type", "hidden_size", "num_attention_heads", "norm_placement")
         },
-        "training": {
+        training={
             key: run.training.get(key)
             for key in ("max_steps", "per_device_train_batch_size", "learning_rate")
         },
-        "depths": depths,
-        "verdict_table": verdict_table(depths),
-        "lemma1": lemma1,
-        "yardsticks": facts,
-        "models": [record.to_dict() for record in records],
-        "figures": figures,
-    }
+        depths=depths,
+        verdict_table=verdict_table(depths),
+        lemma1=lemma1,
+        yardsticks=facts,
+        models=records,
+        figures=figures,
+    )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..analyses.claims import claim_words, decide_report
 from ..analyses.record import ModelRecord
-from .aggregate import counted_statistics, ladder_places
+from .aggregate import StudySummary, counted_statistics, ladder_places
 from .diversity import SPLITS, learner_of, setup_of, study_cells
 
 ARCHITECTURES_TITLE = "# HMMRoFormer against other architectures"  # the report's first line starts so
@@ -33,12 +33,12 @@ LADDER = (
 )
 
 
-def architecture_of(summary: dict) -> str:
+def architecture_of(summary: StudySummary) -> str:
     """The model type a study trained (summaries written before it was kept: HMMRoFormer's)."""
     return setup_of(summary, "model")["model_type"]
 
 
-def summarize_architectures(summaries: list[dict], sources: list[str]) -> dict:
+def summarize_architectures(summaries: list[StudySummary], sources: list[str]) -> dict:
     """The side-by-side summary of studies that differ only in their architecture, at the depths
     they share (`sources`: where each summary came from, named in errors). Studies of another
     corpus or training, one architecture given twice, or no depth in common, are refused."""
@@ -47,7 +47,7 @@ def summarize_architectures(summaries: list[dict], sources: list[str]) -> dict:
     seen: dict[str, str] = {}
     for summary, source in zip(summaries, sources):
         for section in SHARED_SETUP:
-            if summary[section] != summaries[0][section]:
+            if getattr(summary, section) != getattr(summaries[0], section):
                 raise ValueError(
                     f"the {section} of {source} differs from {sources[0]}'s: architectures are compared "
                     "on one corpus with one training"
@@ -56,7 +56,7 @@ def summarize_architectures(summaries: list[dict], sources: list[str]) -> dict:
         if architecture in seen:
             raise ValueError(f"{architecture} is in both {seen[architecture]} and {source}: give one of them")
         seen[architecture] = source
-    depths = sorted(set.intersection(*({d["depth"] for d in s["depths"]} for s in summaries)))
+    depths = sorted(set.intersection(*({d["depth"] for d in s.depths} for s in summaries)))
     if not depths:
         raise ValueError(f"the studies {', '.join(sources)} share no depth: compare studies of one depth")
     cells = [
@@ -67,16 +67,16 @@ def summarize_architectures(summaries: list[dict], sources: list[str]) -> dict:
     ]
     records: dict[tuple[str, int], list[ModelRecord]] = {}
     for summary in summaries:  # by architecture: two studies may share a name (`--model.model_type`)
-        for record in map(ModelRecord.from_dict, summary["models"]):
+        for record in summary.models:
             records.setdefault((architecture_of(summary), record.depth), []).append(record)
-    ladder = (summaries[0].get("yardsticks") or {}).get("ladder")  # one corpus: one ladder
+    ladder = (summaries[0].yardsticks or {}).get("ladder")  # one corpus: one ladder
     return {
         "sources": list(sources),
         "setup": {
-            "corpus": summaries[0]["corpus"],
-            "training": summaries[0]["training"],
-            "yardstick_rows": summaries[0]["study"]["yardstick_rows"],
-            "eval_rows": summaries[0]["study"]["eval_rows"],
+            "corpus": summaries[0].corpus,
+            "training": summaries[0].training,
+            "yardstick_rows": summaries[0].study["yardstick_rows"],
+            "eval_rows": summaries[0].study["eval_rows"],
         },
         "architectures": [architecture_of(s) for s in summaries],
         "depths": depths,

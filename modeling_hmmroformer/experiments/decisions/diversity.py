@@ -22,7 +22,7 @@ from ..analyses.development import Development, development_from_dict
 from ..analyses.ladder_gate import LEARNERS
 from ..analyses.record import ModelRecord
 from ..settings import PIPELINES
-from .aggregate import counted_statistics, ladder_places
+from .aggregate import StudySummary, counted_statistics, ladder_places
 from .verdicts import across_seeds
 
 DIVERSITY_TITLE = "# Retrieval or inference?"  # the report's first line starts so
@@ -47,13 +47,13 @@ def planned_cells(family: str = "diversity") -> list[tuple[str, int]]:
     return [(s.name, depth) for s in studies for depth in s.depths]
 
 
-def study_cells(summary: dict) -> list[dict]:
+def study_cells(summary: StudySummary) -> list[dict]:
     """One cell per depth of a study's summary: what the cross-K report reads of it."""
-    corpus = summary["corpus"]
-    convergence = (summary.get("yardsticks") or {}).get("convergence", {})
+    corpus = summary.corpus
+    convergence = (summary.yardsticks or {}).get("convergence", {})
     return [
         {
-            "study": summary["study"]["name"],
+            "study": summary.name,
             "num_tasks": corpus["num_tasks"],
             "corpus_seed": corpus["seed"],
             "depth": d["depth"],
@@ -69,7 +69,7 @@ def study_cells(summary: dict) -> list[dict]:
             "prior_label": {split: c["label"] for split, c in convergence.items()},
             "seconds": d["seconds"],
         }
-        for d in summary["depths"]
+        for d in summary.depths
     ]
 
 
@@ -167,25 +167,25 @@ def half_width(stat: dict) -> float | None:
 SHARED_SETUP = ("model", "training")  # what every cell must share to be compared across K
 
 
-def setup_of(summary: dict, section: str) -> dict:
+def setup_of(summary: StudySummary, section: str) -> dict:
     """A section of a study's summary as compared across studies: the model's with its type
     (HMMRoFormer's where a summary written before the type was kept has none)."""
     if section == "model":
-        return {**summary["model"], "model_type": summary["model"].get("model_type") or HMM_ROFORMER}
-    return summary[section]
+        return {**summary.model, "model_type": summary.model.get("model_type") or HMM_ROFORMER}
+    return getattr(summary, section)
 
 
-def summarize_diversity(summaries: list[dict], sources: list[str]) -> dict:
+def summarize_diversity(summaries: list[StudySummary], sources: list[str]) -> dict:
     """The cross-K summary of the studies' summaries (`sources`: where each came from, named in
     errors), with their models' records (`models`) and their corpora's ladder facts. A cell
     given twice, a study that is not a diversity study, or studies whose models or training
     differ, are refused."""
     if not summaries:
         raise ValueError("no study given: name the folders of one or more diversity studies")
-    family = family_of(summaries[0]["study"]["name"])
+    family = family_of(summaries[0].name)
     cells, seen = [], {}
     for summary, source in zip(summaries, sources):
-        name = summary["study"]["name"]
+        name = summary.name
         if family_of(name) is None:
             raise ValueError(
                 f"{source} is a study of {name!r}, not a diversity study (diversity-32, inference-512-draw0, ...)"
@@ -210,19 +210,19 @@ def summarize_diversity(summaries: list[dict], sources: list[str]) -> dict:
             seen[key] = source
             cells.append(cell)
     records = {
-        (s["study"]["name"], depth): [ModelRecord.from_dict(r) for r in s["models"] if r["depth"] == depth]
+        (s.name, depth): [r for r in s.models if r.depth == depth]
         for s in summaries
-        for depth in {r["depth"] for r in s["models"]}
+        for depth in {r.depth for r in s.models}
     }
-    ladders = {s["study"]["name"]: (s.get("yardsticks") or {}).get("ladder") for s in summaries}
+    ladders = {s.name: (s.yardsticks or {}).get("ladder") for s in summaries}
     return {
         "family": family,
         "sources": list(sources),
         "setup": {
-            "corpus": summaries[0]["corpus"],
+            "corpus": summaries[0].corpus,
             **{section: setup_of(summaries[0], section) for section in SHARED_SETUP},
-            "yardstick_rows": summaries[0]["study"]["yardstick_rows"],
-            "eval_rows": summaries[0]["study"]["eval_rows"],
+            "yardstick_rows": summaries[0].study["yardstick_rows"],
+            "eval_rows": summaries[0].study["eval_rows"],
         },
         "cells": cells,
         "missing": [

@@ -94,10 +94,10 @@ def write_study_report(p: Pipeline, state: RunState) -> None:
     summary = summarize_study(
         p.settings, p.run, records, load_corpus_config(p.corpus), lemma1, facts, figures
     )
-    summary["stage_seconds"] = state.seconds()
-    summary["machine"] = machine = machine_description()
-    build_folder(p.out / names.FIGURES, lambda staging: plot_study(summary, staging))
-    write_json_and_report(p, summary, render_study_report(summary, machine))
+    summary.stage_seconds, summary.machine = state.seconds(), machine_description()
+    results = summary.to_dict()
+    build_folder(p.out / names.FIGURES, lambda staging: plot_study(results, staging))
+    write_json_and_report(p, results, render_study_report(results, summary.machine))
 
 
 STUDY = Plan("study", "study", grid=True, stages=study_stages, check=check_recorded_models)

@@ -7,12 +7,16 @@ import json
 
 import pytest
 
+from modeling_hmmroformer.experiments.decisions.aggregate import StudySummary
 from modeling_hmmroformer.experiments.decisions.architectures import apart, summarize_architectures
 
 
 @pytest.fixture(scope="module")
-def summaries(quick_studied, gpt2_studied) -> list[dict]:
-    return [json.loads((folder / "results.json").read_text()) for folder in (quick_studied[0], gpt2_studied)]
+def summaries(quick_studied, gpt2_studied) -> list[StudySummary]:
+    return [
+        StudySummary.from_dict(json.loads((folder / "results.json").read_text()))
+        for folder in (quick_studied[0], gpt2_studied)
+    ]
 
 
 def test_the_architectures_stand_side_by_side_at_the_depth_they_share(summaries):
@@ -74,11 +78,11 @@ def test_studies_that_cannot_be_compared_are_refused(summaries):
     with pytest.raises(ValueError, match="hmm_roformer is in both a and b"):
         summarize_architectures([summaries[0], summaries[0]], ["a", "b"])
     other = copy.deepcopy(summaries[1])
-    other["training"]["max_steps"] += 1
+    other.training["max_steps"] += 1
     with pytest.raises(ValueError, match="the training of b differs from a's"):
         summarize_architectures([summaries[0], other], ["a", "b"])
     other = copy.deepcopy(summaries[1])
-    for depth in other["depths"]:
+    for depth in other.depths:
         depth["depth"] = 7
     with pytest.raises(ValueError, match="share no depth"):
         summarize_architectures([summaries[0], other], ["a", "b"])

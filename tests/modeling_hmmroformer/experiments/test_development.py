@@ -340,9 +340,9 @@ def test_the_report_across_k_describes_each_cell_over_training(kept_study, tmp_p
 
     folders = []
     for study in studies:
-        folder = tmp_path / study["study"]["name"]
+        folder = tmp_path / study.name
         folder.mkdir()
-        (folder / "results.json").write_text(json.dumps(study))
+        (folder / "results.json").write_text(json.dumps(study.to_dict()))
         folders.append(folder)
     out = tmp_path / "inference"
     done = run_script("scripts/diversity_report.py", *folders, "--out", out)
@@ -355,10 +355,10 @@ def test_the_report_across_k_describes_each_cell_over_training(kept_study, tmp_p
             out / written["figures"][name]
         ).stat().st_size > 0 and f"]({written['figures'][name]})" in report
     for study in studies:  # the committed layout: each study's records beside the report
-        models = out / study["study"]["name"] / "models"
+        models = out / study.name / "models"
         models.mkdir(parents=True)
-        for model in study["models"]:
-            (models / f"depth{model['depth']}-seed{model['seed']}.json").write_text(json.dumps(model))
+        for model in study.models:
+            (models / f"depth{model.depth}-seed{model.seed}.json").write_text(json.dumps(model.to_dict()))
     assert run_script("scripts/diversity_report.py", "--redecide", out).returncode == 0
     assert json.loads((out / "results.json").read_text())["over_training"] == written["over_training"]
 

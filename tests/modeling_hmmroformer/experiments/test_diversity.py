@@ -9,6 +9,7 @@ import pytest
 
 from model_cards import DIVERSITY_STATUS_MARKERS
 from model_cards.study_reports import render_diversity_status, replace_marked_block
+from modeling_hmmroformer.experiments.decisions.aggregate import StudySummary
 from modeling_hmmroformer.experiments.decisions.diversity import (
     learner_of,
     planned_cells,
@@ -40,7 +41,7 @@ def as_diversity_study(
         for split in [record["profiles"], *record["other_splits"]]:
             split["trained"]["demo_gain"] += shift
             split["trained"]["position_gain"] += shift
-    return study
+    return StudySummary.from_dict(study)
 
 
 @pytest.fixture(scope="module")
@@ -75,18 +76,18 @@ def test_a_cell_given_twice_another_study_or_another_training_is_refused(quick_s
     with pytest.raises(ValueError, match="diversity-32 at 4 layers is in both a and b"):
         summarize_diversity([study, study], ["a", "b"])
     with pytest.raises(ValueError, match="not a diversity study"):
-        summarize_diversity([quick_summary], ["runs/quick"])
+        summarize_diversity([StudySummary.from_dict(quick_summary)], ["runs/quick"])
     longer = copy.deepcopy(as_diversity_study(quick_summary, "diversity-512", 512))
-    longer["training"]["max_steps"] += 1
+    longer.training["max_steps"] += 1
     with pytest.raises(ValueError, match="the training of b"):
         summarize_diversity([study, longer], ["a", "b"])
     llama = copy.deepcopy(as_diversity_study(quick_summary, "diversity-512", 512))
-    llama["model"]["model_type"] = "llama"
+    llama.model["model_type"] = "llama"
     with pytest.raises(ValueError, match="the model of b"):
         summarize_diversity([study, llama], ["a", "b"])
     # a summary written before the model type was kept is HMMRoFormer's
     older = copy.deepcopy(as_diversity_study(quick_summary, "diversity-512", 512))
-    del older["model"]["model_type"]
+    del older.model["model_type"]
     assert summarize_diversity([study, older], ["a", "b"])["setup"]["model"]["model_type"] == "hmm_roformer"
 
 
@@ -104,7 +105,7 @@ def test_the_report_the_figures_and_the_readme_table_are_written_from_the_study_
     for name, k in (("diversity-32", 32), ("diversity-512", 512)):
         folder = tmp_path / name
         folder.mkdir()
-        (folder / "results.json").write_text(json.dumps(as_diversity_study(quick_summary, name, k)))
+        (folder / "results.json").write_text(json.dumps(as_diversity_study(quick_summary, name, k).to_dict()))
         folders.append(folder)
     readme = tmp_path / "README.md"
     start, end = DIVERSITY_STATUS_MARKERS
@@ -139,7 +140,7 @@ def test_bad_input_is_one_line_and_loses_nothing(quick_summary, tmp_path, run_sc
     folder.mkdir()
     if case != "no results":
         (folder / "results.json").write_text(
-            json.dumps(as_diversity_study(quick_summary, "diversity-32", 32))
+            json.dumps(as_diversity_study(quick_summary, "diversity-32", 32).to_dict())
         )
     readme = tmp_path / "README.md"
     readme.write_text("no markers\n")

@@ -17,7 +17,9 @@ from hmm_datasets import cache
 from model_cards.render import memory_equivalent_text
 from model_cards.study_reports import seconds_spread_text
 from modeling_hmmroformer.experiments.analyses.claims import CLAIMS
+from modeling_hmmroformer.experiments.analyses.record import ModelRecord
 from modeling_hmmroformer.experiments.decisions.aggregate import (
+    StudySummary,
     bins_of_test_positions,
     kl_by_test_position,
     time_row,
@@ -328,6 +330,14 @@ def test_bad_input_is_one_error_line_and_writes_nothing(run_script, tmp_path, ar
     assert done.returncode == 2
     assert message in done.stderr
     assert not out.exists()
+
+
+def test_a_study_summary_reads_its_results_json_and_writes_it_back(quick_studied):
+    written = json.loads((quick_studied[0] / "results.json").read_text())
+    summary = StudySummary.from_dict(written)
+    assert summary.name == "quick" and len(summary.models) == len(written["models"]) > 1
+    assert all(isinstance(record, ModelRecord) for record in summary.models)
+    assert json.dumps(summary.to_dict()) == json.dumps(written)  # every field, in the file's order
 
 
 def test_the_time_table_reads_the_records_that_kept_their_times():
