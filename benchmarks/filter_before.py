@@ -2,7 +2,9 @@
 
     python benchmarks/filter_before.py --before DIR [--pairs 30] [--shapes ...]
 
-The shapes are `peer_filter.py`'s (no JAX needed). Each pair times this checkout's call and the
+The shapes are `peer_filter.py`'s (no JAX needed), and Lemma 1's fixed-memory predictors
+(memories 1 to 32) on a few rows of two of them (`window_512`: the mixture of 512 HMMs, 8 rows;
+`window_oracle`: `small`'s oracle, 64 rows). Each pair times this checkout's call and the
 other's back to back, in alternating order; the ratio of a pair (before / ours) is taken within
 it, so a machine that changes speed between pairs (these machines do, by up to 2.5x) moves both
 sides of a pair alike. Reported per shape: the median and the quartiles of the pairs' ratios,
@@ -35,9 +37,32 @@ def paired_seconds(first, second, pairs: int) -> np.ndarray:
     return seconds
 
 
-def bench(name: str, before, pairs: int) -> dict:
+MEMORIES = (1, 2, 4, 8, 16, 32)  # Lemma 1's, as a study measures it
+WINDOW_SHAPES = {"window_512": ("mixture_512", 8), "window_oracle": ("oracle_small", 64)}  # shape, rows
+
+
+def windows(module, name: str):
+    """The fixed-memory predictors of every memory on a window shape's rows, stacked."""
+    shape_name, rows = WINDOW_SHAPES[name]
+    shape = build_shape(shape_name)
+    ids = shape.ids[:rows]
+    predictor = module.BayesOptimalPredictor(shape.params, device="cpu")
+    if shape.tasks is None:
+        return lambda: torch.stack(list(predictor.truncated_by_memory(ids, MEMORIES).values()))
+    tasks = shape.tasks[:rows]
+    return lambda: torch.stack(list(predictor.truncated_oracle_by_memory(ids, tasks, MEMORIES).values()))
+
+
+def calls(name: str, before):
+    """This checkout's call and the other's, for one shape."""
+    if name in WINDOW_SHAPES:
+        return windows(hmm_datasets, name), windows(before, name)
     shape = build_shape(name)
-    new, old = ours(hmm_datasets, shape), ours(before, shape)
+    return ours(hmm_datasets, shape), ours(before, shape)
+
+
+def bench(name: str, before, pairs: int) -> dict:
+    new, old = calls(name, before)
     difference = float((new() - old()).abs().max())  # also the warm-up
     seconds = paired_seconds(new, old, pairs)
     ratio = seconds[:, 1] / seconds[:, 0]
@@ -59,7 +84,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--before", required=True, help="another checkout whose hmm_datasets to time")
-    parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=SHAPES)
+    parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=[*SHAPES, *WINDOW_SHAPES])
     parser.add_argument("--pairs", type=int, default=30)
     parser.add_argument(
         "--result", default="filter_before", help="name of the results file (results/NAME.json)"
@@ -69,7 +94,8 @@ def main() -> None:
     before = load_checkout(args.before)
     results = {}
     for name in args.shapes:
-        pairs = max(3, args.pairs // 10) if name in ("mixture_512", "mixture_paper") else args.pairs
+        slow = ("mixture_512", "mixture_paper", "window_512")
+        pairs = max(3, args.pairs // 10) if name in slow else args.pairs
         results[name] = r = bench(name, before, pairs)
         ratio, ms = r["before_over_ours"], r["median_seconds"]
         print(

@@ -154,21 +154,35 @@ class BayesOptimalPredictor(MemoryWindows):
         return torch.cat(out)
 
     # ---- the forward algorithm ----------------------------------------------------
-    def _mixture_filter(self, ids, want_posterior, start_states=None) -> BayesPrediction:
+    def _mixture_filter(self, ids, want_posterior, start_states=None, predict_at=None) -> BayesPrediction:
         """Every HMM reads every row of `ids [R, L]`, weighted by its posterior; start_states [K, R, S]."""
         log_prior = self.log_prior[:, None].expand(self.num_tasks, ids.shape[0])
         return self._filter(
-            self.hmms, ids[None], log_prior, start_states=start_states, want_posterior=want_posterior
+            self.hmms,
+            ids[None],
+            log_prior,
+            start_states=start_states,
+            want_posterior=want_posterior,
+            predict_at=predict_at,
         )
 
-    def _oracle_filter(self, ids, tasks, start_states=None, want_states=False) -> BayesPrediction:
+    def _oracle_filter(
+        self, ids, tasks, start_states=None, want_states=False, predict_at=None
+    ) -> BayesPrediction:
         """Row r of `ids [R, L]` read by the HMM of task `tasks[r]`; start_states [R, S].
 
         The rows run grouped by task, `[G, W, L]` (`task_grid`), so that one step is a product
         per group rather than a matrix-vector product per row."""
         group_tasks, grid, slot = task_grid(tasks)
         start = None if start_states is None else start_states[grid]
-        out = self._filter(self.hmms.select(group_tasks), ids[grid], None, start, want_states=want_states)
+        out = self._filter(
+            self.hmms.select(group_tasks),
+            ids[grid],
+            None,
+            start,
+            want_states=want_states,
+            predict_at=predict_at,
+        )
         return BayesPrediction(out.probs[slot], None, None if out.states is None else out.states[slot])
 
     def _filter(
@@ -179,6 +193,7 @@ class BayesOptimalPredictor(MemoryWindows):
         start_states: torch.Tensor | None = None,
         want_posterior: bool = False,
         want_states: bool = False,
+        predict_at: list[int] | None = None,
     ) -> BayesPrediction:
         """Forward filter of M HMMs over their rows: the mixture's (the HMMs' predictions mixed
         by their posterior) or the oracle's (each chain alone).
@@ -189,6 +204,10 @@ class BayesOptimalPredictor(MemoryWindows):
         [M, R, S]: state distribution at the first token (default: initial). Returns next-token
         probabilities, [rows, L, V+1], the task posterior [rows, L, M] (`want_posterior`, the
         mixture's) and each chain's filtered state distribution, [M R, L, S] (`want_states`).
+        With `predict_at` (increasing positions, the same in every row) the next-token
+        probabilities after those positions only, [rows, len(predict_at), V+1]: the filter reads
+        every token, and the predictions (a product with every HMM's table, then the mixing)
+        are made where they are wanted (the fixed-memory windows read a few of each run).
 
         The filtered features come from `forward.filtered_features`, a block of tokens at a
         time; what they imply (likelihoods, the task posterior, predictions) is read off the
@@ -198,7 +217,15 @@ class BayesOptimalPredictor(MemoryWindows):
         rows, length = tokens.shape[1], tokens.shape[2]
         mixing = log_weights is not None
         out_rows = rows if mixing else tokens.shape[0] * rows
-        probs = torch.empty(out_rows, length, vocab + 1, dtype=self.dtype, device=self.device)
+        if predict_at is not None and (want_posterior or want_states):
+            raise ValueError(
+                "predict_at gives next-token probabilities only: ask for the posterior or states without it"
+            )
+        wanted = list(range(length)) if predict_at is None else list(predict_at)
+        if wanted != sorted(set(wanted)) or not 0 <= wanted[0] <= wanted[-1] < length:
+            raise ValueError(f"predict_at={predict_at} must be increasing positions in 0..{length - 1}")
+        slot_of = {t: slot for slot, t in enumerate(wanted)}  # a position's place in `probs`
+        probs = torch.empty(out_rows, len(wanted), vocab + 1, dtype=self.dtype, device=self.device)
         probs[..., vocab] = 0.0  # the rest is written block by block
         posterior = None
         if want_posterior:
@@ -231,23 +258,23 @@ class BayesOptimalPredictor(MemoryWindows):
                 first if block.start == 0 else None,
                 self.memory_budget_bytes // 4 // self._float_bytes,
             )  # [M, R, T, d], [M, R, T]
-            ends = [t - block.start for t in range(block.start, block.stop) if delimiter_at[t]]
-            token_probs = _token_probs(hmms, after, chain_probs)  # [M, R, T, V]
             if mixing:
                 weights, log_w = _block_weights(log_w, likelihood, is_delim[0, :, block], self.dtype)
-                predicted = _mixed(token_probs, weights)
-                opening = _mixed_start(hmms, weights[..., ends]) if ends else None
                 if want_posterior:
                     posterior[:, block] = weights.permute(1, 2, 0)
-            else:
-                predicted = token_probs.flatten(0, 1)
-                opening = hmms.start_probs[:, None, None].expand(-1, rows, len(ends), -1).flatten(0, 1)
-            probs[:, block, :vocab] = predicted
-            if ends:  # after a delimiter the next token opens a segment
-                probs[:, block, :vocab][:, ends] = torch.where(
-                    is_delim[..., block][..., ends].reshape(out_rows, -1, 1),
-                    opening,
-                    probs[:, block, :vocab][:, ends],
+            kept = [t - block.start for t in range(block.start, block.stop) if t in slot_of]
+            if kept:  # the wanted positions increase: the slots of a block's follow each other
+                first = slot_of[block.start + kept[0]]
+                whole = len(kept) == block.stop - block.start
+                self._write_predictions(
+                    hmms,
+                    probs[:, first : first + len(kept)],
+                    after if whole else after[:, :, kept],
+                    None if not mixing else weights if whole else weights[..., kept],
+                    chain_probs,
+                    [k for k, t in enumerate(kept) if delimiter_at[block.start + t]],
+                    is_delim[..., block][..., kept],
+                    rows,
                 )
             if want_states:
                 window_start = start_states if block.start == 0 else None
@@ -256,9 +283,30 @@ class BayesOptimalPredictor(MemoryWindows):
                     hmms, previous, window_start, resets[..., block], at, likelihood
                 ).masked_fill(is_delim[..., block, None], 0.0)
             features = after[:, :, -1]
-        next_is_delim = is_delim[..., 1:].reshape(out_rows, length - 1)
-        probs[:, :-1][next_is_delim] = delimiter_point_mass(vocab, self.dtype, self.device)
+        inner = sum(t < length - 1 for t in wanted)  # the first slots: a next token in the row
+        following = torch.tensor(wanted[:inner], dtype=torch.long, device=self.device) + 1
+        next_is_delim = is_delim.reshape(out_rows, length)[:, following]
+        probs[:, :inner][next_is_delim] = delimiter_point_mass(vocab, self.dtype, self.device)
         return BayesPrediction(probs, posterior, None if states is None else states.flatten(0, 1))
+
+    def _write_predictions(self, hmms, out, after, weights, chain_probs, ends, is_delim, rows) -> None:
+        """The next-token probabilities after a block's kept positions into `out [rows, T, V+1]`:
+        each chain's (`after [M, R, T, d]`: its features there) mixed by `weights [M, R, T]`
+        (None: the oracle, a chain per output row); after a delimiter (`ends`, places among the
+        kept positions; `is_delim [.., R, T]` says in which rows), the distribution that opens a
+        segment."""
+        vocab = hmms.start_probs.shape[1]
+        token_probs = _token_probs(hmms, after, chain_probs)  # [M, R, T, V]
+        if weights is not None:
+            predicted = _mixed(token_probs, weights)
+            opening = _mixed_start(hmms, weights[..., ends]) if ends else None
+        else:
+            predicted = token_probs.flatten(0, 1)
+            opening = hmms.start_probs[:, None, None].expand(-1, rows, len(ends), -1).flatten(0, 1)
+        out[..., :vocab] = predicted
+        if ends:  # after a delimiter the next token opens a segment
+            opens = is_delim[..., ends].reshape(out.shape[0], -1, 1)
+            out[:, ends, :vocab] = torch.where(opens, opening, out[:, ends, :vocab])
 
     def _filtered_states(self, hmms, previous, window_start, resets, observed, likelihood) -> torch.Tensor:
         """`[M, R, T, S]`: each chain's state distribution at the tokens of a block: the state

@@ -72,8 +72,9 @@ class MemoryWindows:
         memories = check_memories(memories)
         ids = self._as_ids(input_ids)
 
-        def run_predictions(runs, start_states, rows):  # start_states [W, K, S] -> [K, W, S]
-            return self._mixture_filter(runs, False, start_states=start_states.transpose(0, 1)).probs
+        def run_predictions(runs, start_states, rows, at):  # start_states [W, K, S] -> [K, W, S]
+            starts = start_states.transpose(0, 1)
+            return self._mixture_filter(runs, False, start_states=starts, predict_at=at).probs
 
         per_run = self._row_floats(max(memories), self.num_tasks, False) + self.num_tasks * self.num_states
         return self._windowed(ids, memories, self.next_token_probs(ids), per_run, run_predictions)
@@ -99,10 +100,10 @@ class MemoryWindows:
         ids = self._as_ids(input_ids)
         tasks = self._as_tasks(task_ids, ids.shape[0])
 
-        def run_predictions(runs, start_states, rows):  # start_states [W, K, S]
+        def run_predictions(runs, start_states, rows, at):  # start_states [W, K, S]
             run_tasks = tasks[rows]
             starts = start_states[torch.arange(len(rows), device=self.device), run_tasks]
-            return self._oracle_filter(runs, run_tasks, start_states=starts).probs
+            return self._oracle_filter(runs, run_tasks, start_states=starts, predict_at=at).probs
 
         per_run = self._row_floats(max(memories), 1, False) + self._group_floats_per_hmm()
         per_run += self.num_tasks * self.num_states
@@ -119,9 +120,9 @@ class MemoryWindows:
         window is the whole prefix). One run per start s >= 1 reads tokens s..s+max(L)-1 from
         the exact marginal of every task's state at s: its prediction after its L-th token is
         the window of memory L that ends at s+L-1. `run_predictions(runs [W, longest],
-        start_states [W, K, S], rows [W]) -> [W, longest, V+1]` predicts after every token of a
-        run; `rows` are the runs' rows in `ids`. Before a delimiter the prediction is the point
-        mass on it.
+        start_states [W, K, S], rows [W], at) -> [W, len(at), V+1]` predicts after the tokens
+        `at` (increasing) of a run, where windows end; `rows` are the runs' rows in `ids`. Before
+        a delimiter the prediction is the point mass on it.
         Runs go in chunks of `per_run` floats each; past the row end a run reads padding, which
         no prediction inside the row depends on.
         """
@@ -136,10 +137,11 @@ class MemoryWindows:
         offsets = position_in_segment(ids, self.delimiter)[:, 1:].reshape(-1)
         rows = torch.arange(batch, device=self.device).repeat_interleave(length - 1)
         marginals = self._state_marginals(int(offsets.max()))  # [J, K, S]
-        at = torch.tensor(inside, device=self.device) - 1  # the run offsets where windows end
+        at = sorted(memory - 1 for memory in inside)  # the run offsets where windows end
+        order = [at.index(memory - 1) for memory in inside]
         out = []
         for chunk in self._row_chunks(runs.shape[0], per_run):
-            out.append(run_predictions(runs[chunk], marginals[offsets[chunk]], rows[chunk])[:, at])
+            out.append(run_predictions(runs[chunk], marginals[offsets[chunk]], rows[chunk], at)[:, order])
         by_start = torch.cat(out).reshape(batch, length - 1, len(inside), -1)
         point_mass = delimiter_point_mass(self.vocab_size, self.dtype, self.device)
         for k, memory in enumerate(inside):  # windows start at 1..L_row-memory

@@ -227,6 +227,37 @@ def test_truncated_oracle_with_the_whole_row_in_memory_is_the_oracle():
     torch.testing.assert_close(short[:, :-1], oracle[:, :-1])
 
 
+@pytest.mark.parametrize("block_floats", [None, 900, 200], ids=["one-block", "3-token-blocks", "1-token-blocks"])
+def test_predictions_after_some_positions_are_those_after_every_position(monkeypatch, block_floats):
+    """The filter asked for the predictions after a few positions only (where the fixed-memory
+    windows end) gives what it gives after every position, there: the mixture's and the
+    oracle's, from a window's start state, over one block of tokens or several; the positions
+    must increase."""
+    if block_floats is not None:
+        monkeypatch.setattr(hmm_datasets.bayes, "BLOCK_FLOATS", block_floats)
+    params = random_params(num_tasks=3, num_states=3, vocab=3, seed=4)
+    rows = torch.as_tensor(layout_rows(params, LAYOUT, 4, seed=4))
+    predictor = exact(params)
+    noise = torch.rand(3, 4, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    starts = noise / noise.sum(-1, keepdim=True)  # [K, R, S]: each task's state at each row's first token
+    tasks = torch.tensor([2, 0, 1, 2])
+    at = [0, 2, 3, 8]  # a delimiter at 2 (the next token opens a segment), none after 8
+    for every, some in (
+        (
+            predictor._mixture_filter(rows, False, start_states=starts),
+            predictor._mixture_filter(rows, False, start_states=starts, predict_at=at),
+        ),
+        (
+            predictor._oracle_filter(rows, tasks, start_states=starts[tasks, torch.arange(4)]),
+            predictor._oracle_filter(rows, tasks, start_states=starts[tasks, torch.arange(4)], predict_at=at),
+        ),
+    ):
+        assert some.probs.shape == (4, len(at), params.vocab_size + 1)
+        torch.testing.assert_close(some.probs, every.probs[:, at], rtol=0, atol=1e-14)
+    with pytest.raises(ValueError, match="must be increasing positions in 0..8"):
+        predictor._mixture_filter(rows, False, predict_at=[3, 2])
+
+
 @pytest.fixture(scope="module")
 def tiny_rows():
     config = get_preset("tiny")
