@@ -1,10 +1,11 @@
-"""The exact predictors of this checkout against another checkout's, in pairs, in one process.
+"""The predictors of this checkout against another checkout's, in pairs, in one process.
 
     python benchmarks/filter_before.py --before DIR [--pairs 30] [--shapes ...]
 
 The shapes are `peer_filter.py`'s (no JAX needed), and Lemma 1's fixed-memory predictors
 (memories 1 to 32) on a few rows of two of them (`window_512`: the mixture of 512 HMMs, 8 rows;
-`window_oracle`: `small`'s oracle, 64 rows). Each pair times this checkout's call and the
+`window_oracle`: `small`'s oracle, 64 rows), and prior-level Bayes by particle learning
+(`particles`: N = 4,096 state paths on 8 rows of `small`, as the yardsticks run it). Each pair times this checkout's call and the
 other's back to back, in alternating order; the ratio of a pair (before / ours) is taken within
 it, so a machine that changes speed between pairs (these machines do, by up to 2.5x) moves both
 sides of a pair alike. Reported per shape: the median and the quartiles of the pairs' ratios,
@@ -14,6 +15,7 @@ and each side's median call time. Writes results/filter_before.json (or results/
 from __future__ import annotations
 
 import argparse
+import importlib
 import time
 
 import numpy as np
@@ -53,8 +55,23 @@ def windows(module, name: str):
     return lambda: torch.stack(list(predictor.truncated_oracle_by_memory(ids, tasks, MEMORIES).values()))
 
 
+def particles(module, rows: int = 8, num_particles: int = 4096):
+    """Prior-level Bayes by particle learning on `rows` rows of `small`'s test split."""
+    config = module.get_preset("small")
+    params = module.sample_hmm_params(config)
+    ids = module.generate_rows(config, module.SamplingTables.from_params(params), "test", 0, rows)[
+        "input_ids"
+    ]
+    predictor = importlib.import_module(f"{module.__name__}.particle").ParticlePriorPredictor(
+        config, num_particles
+    )
+    return lambda: predictor.next_token_probs(ids)
+
+
 def calls(name: str, before):
     """This checkout's call and the other's, for one shape."""
+    if name == "particles":
+        return particles(hmm_datasets), particles(before)
     if name in WINDOW_SHAPES:
         return windows(hmm_datasets, name), windows(before, name)
     shape = build_shape(name)
@@ -84,7 +101,9 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--before", required=True, help="another checkout whose hmm_datasets to time")
-    parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=[*SHAPES, *WINDOW_SHAPES])
+    parser.add_argument(
+        "--shapes", nargs="+", default=list(SHAPES), choices=[*SHAPES, *WINDOW_SHAPES, "particles"]
+    )
     parser.add_argument("--pairs", type=int, default=30)
     parser.add_argument(
         "--result", default="filter_before", help="name of the results file (results/NAME.json)"

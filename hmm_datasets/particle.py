@@ -122,9 +122,16 @@ class _Particles:
         self.trans = torch.zeros(batch, N, S, S, **exact)
         self.emit = torch.zeros(batch, N, S, V, **exact)
         self.emit_total = torch.zeros(batch, N, S, **exact)  # emit.sum(-1)
+        self._ahead: torch.Tensor | None = None  # `next_state_probs` of the particles as they are
 
     def next_state_probs(self) -> torch.Tensor:
-        """`[B, N, S]`: each particle's predictive of the next state (Polya urn of its counts)."""
+        """`[B, N, S]`: each particle's predictive of the next state (Polya urn of its counts),
+        computed once per step: `predictive` and the next `observe` read the same particles."""
+        if self._ahead is None:
+            self._ahead = self._next_state_probs()
+        return self._ahead
+
+    def _next_state_probs(self) -> torch.Tensor:
         start = (self.a0 + self.init) / (self.S * self.a0 + self.init.sum(-1, keepdim=True))
         index = self.state.clamp(min=0)[..., None, None].expand(-1, -1, 1, self.S)
         row = self.trans.gather(2, index).squeeze(2)
@@ -150,6 +157,7 @@ class _Particles:
         cumulative = (joint / likelihood[..., None]).cumsum(-1)
         drawn = (cumulative < uniform * cumulative[..., -1:]).sum(-1).clamp(max=self.S - 1)
         self._count(drawn, token, observed)
+        self._ahead = None  # the particles move
         weight = torch.where(observed[:, None], self.weight * likelihood, self.weight)
         self.weight = weight / weight.sum(-1, keepdim=True)
         self.state = torch.where(observed[:, None], drawn, _START)
