@@ -264,11 +264,11 @@ class BayesOptimalPredictor(MemoryWindows):
                     posterior[:, block] = weights.permute(1, 2, 0)
             kept = [t - block.start for t in range(block.start, block.stop) if t in slot_of]
             if kept:  # the wanted positions increase: the slots of a block's follow each other
-                first = slot_of[block.start + kept[0]]
+                slot = slot_of[block.start + kept[0]]
                 whole = len(kept) == block.stop - block.start
                 self._write_predictions(
                     hmms,
-                    probs[:, first : first + len(kept)],
+                    probs[:, slot : slot + len(kept)],
                     after if whole else after[:, :, kept],
                     None if not mixing else weights if whole else weights[..., kept],
                     chain_probs,
