@@ -227,7 +227,9 @@ def test_truncated_oracle_with_the_whole_row_in_memory_is_the_oracle():
     torch.testing.assert_close(short[:, :-1], oracle[:, :-1])
 
 
-@pytest.mark.parametrize("block_floats", [None, 900, 200], ids=["one-block", "3-token-blocks", "1-token-blocks"])
+@pytest.mark.parametrize(
+    "block_floats", [None, 900, 200], ids=["one-block", "3-token-blocks", "1-token-blocks"]
+)
 def test_predictions_after_some_positions_are_those_after_every_position(monkeypatch, block_floats):
     """The filter asked for the predictions after a few positions only (where the fixed-memory
     windows end) gives what it gives after every position, there: the mixture's and the
