@@ -7,7 +7,7 @@ without the models.
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 
 RECORD_VERSION = 3  # bumped when a record's statistics change: a study refuses older records
 READABLE_VERSIONS = (2, 3)  # the committed reports across studies are decided from version 2 on
@@ -59,7 +59,7 @@ class ModelRecord:
 
     def to_dict(self) -> dict:
         """The JSON object (fields in order)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> ModelRecord:

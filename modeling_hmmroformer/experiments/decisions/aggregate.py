@@ -13,7 +13,7 @@ Plain data in, plain data out; `model_record` alone reads a model folder's JSON.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -310,8 +310,7 @@ class StudySummary:
 
     def to_dict(self) -> dict:
         """The JSON object (fields in order, the records as theirs)."""
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
-        return {**out, "models": [record.to_dict() for record in self.models]}
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> StudySummary:
