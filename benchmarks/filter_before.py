@@ -5,7 +5,9 @@
 The shapes are `peer_filter.py`'s (no JAX needed), and Lemma 1's fixed-memory predictors
 (memories 1 to 32) on a few rows of two of them (`window_512`: the mixture of 512 HMMs, 8 rows;
 `window_oracle`: `small`'s oracle, 64 rows), and prior-level Bayes by particle learning
-(`particles`: N = 4,096 state paths on 8 rows of `small`, as the yardsticks run it). Each pair times this checkout's call and the
+(`particles`: N = 4,096 state paths on 8 rows of `small`, as the yardsticks run it), and the
+exact task posterior in float64 as the probes' beliefs compute it (`posterior_8192`: 64 rows, a
+chunk of the beliefs, of the mixture of 8,192 HMMs of `diversity-8192`). Each pair times this checkout's call and the
 other's back to back, in alternating order; the ratio of a pair (before / ours) is taken within
 it, so a machine that changes speed between pairs (these machines do, by up to 2.5x) moves both
 sides of a pair alike. Reported per shape: the median and the quartiles of the pairs' ratios,
@@ -68,8 +70,20 @@ def particles(module, rows: int = 8, num_particles: int = 4096):
     return lambda: predictor.next_token_probs(ids)
 
 
+def posterior(module, rows: int = 64):
+    """The float64 task posterior of the 8,192-HMM mixture on `rows` rows of its test split."""
+    config = module.get_preset("diversity-8192")
+    params = module.sample_hmm_params(config)
+    tables = module.SamplingTables.from_params(params)
+    ids = module.generate_rows(config, tables, "test", 0, rows)["input_ids"]
+    predictor = module.BayesOptimalPredictor(params, device="cpu", dtype=torch.float64)
+    return lambda: predictor.task_posterior(ids)
+
+
 def calls(name: str, before):
     """This checkout's call and the other's, for one shape."""
+    if name == "posterior_8192":
+        return posterior(hmm_datasets), posterior(before)
     if name == "particles":
         return particles(hmm_datasets), particles(before)
     if name in WINDOW_SHAPES:
@@ -102,18 +116,19 @@ def main() -> None:
     )
     parser.add_argument("--before", required=True, help="another checkout whose hmm_datasets to time")
     parser.add_argument(
-        "--shapes", nargs="+", default=list(SHAPES), choices=[*SHAPES, *WINDOW_SHAPES, "particles"]
+        "--shapes", nargs="+", default=list(SHAPES), choices=[*SHAPES, *WINDOW_SHAPES, "particles", "posterior_8192"]
     )
     parser.add_argument("--pairs", type=int, default=30)
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (1: as a study's workers)")
     parser.add_argument(
         "--result", default="filter_before", help="name of the results file (results/NAME.json)"
     )
     args = parser.parse_args()
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
     before = load_checkout(args.before)
     results = {}
     for name in args.shapes:
-        slow = ("mixture_512", "mixture_paper", "window_512")
+        slow = ("mixture_512", "mixture_paper", "window_512", "posterior_8192")
         pairs = max(3, args.pairs // 10) if name in slow else args.pairs
         results[name] = r = bench(name, before, pairs)
         ratio, ms = r["before_over_ours"], r["median_seconds"]
@@ -122,7 +137,8 @@ def main() -> None:
             f"ours faster by {ratio['median']:.2f}x [{ratio['q25']:.2f}, {ratio['q75']:.2f}]",
             flush=True,
         )
-    print(f"results in {write_result(args.result, {'before': args.before, 'shapes': results})}")
+    record = {"before": args.before, "threads": args.threads, "shapes": results}
+    print(f"results in {write_result(args.result, record)}")
 
 
 if __name__ == "__main__":

@@ -46,10 +46,10 @@ BLOCK_FLOATS = 2**22
 
 @dataclass
 class BayesPrediction:
-    """`probs [B, L, V+1]`: next-token distributions; `task_posterior [B, L, K]`: P(task | tokens 0..i);
+    """`probs [B, L, V+1]`: next-token distributions (None: not asked for); `task_posterior [B, L, K]`: P(task | tokens 0..i);
     `states [B, L, S]` (the oracle's): P(state_i | task, tokens of the segment up to i), 0 at delimiters."""
 
-    probs: torch.Tensor
+    probs: torch.Tensor | None
     task_posterior: torch.Tensor | None = None
     states: torch.Tensor | None = None
 
@@ -125,9 +125,18 @@ class BayesOptimalPredictor(MemoryWindows):
         """`[B, L, V+1]`: P(token i+1 | tokens 0..i) under the mixture."""
         return self.predict(input_ids).probs
 
+    @torch.no_grad()
     def task_posterior(self, input_ids) -> torch.Tensor:
-        """`[B, L, K]`: P(task | tokens 0..i)."""
-        return self.predict(input_ids, return_task_posterior=True).task_posterior
+        """`[B, L, K]`: P(task | tokens 0..i), from the filter alone: no prediction is made (at
+        8,192 HMMs the predictions cost about as much as the filter)."""
+        ids = self._as_ids(input_ids)
+        per_row = self._row_floats(ids.shape[1], self.num_tasks, True)
+        return torch.cat(
+            [
+                self._mixture_filter(ids[chunk], True, want_probs=False).task_posterior
+                for chunk in self._row_chunks(ids.shape[0], per_row)
+            ]
+        )
 
     @torch.no_grad()
     def oracle_next_token_probs(self, input_ids, task_ids) -> torch.Tensor:
@@ -150,11 +159,15 @@ class BayesOptimalPredictor(MemoryWindows):
         per_row = self._row_floats(ids.shape[1], 1, False) + self._group_floats_per_hmm()
         per_row += ids.shape[1] * self.num_states
         for chunk in self._row_chunks(ids.shape[0], per_row):
-            out.append(self._oracle_filter(ids[chunk], tasks[chunk], want_states=True).states)
+            out.append(
+                self._oracle_filter(ids[chunk], tasks[chunk], want_states=True, want_probs=False).states
+            )
         return torch.cat(out)
 
     # ---- the forward algorithm ----------------------------------------------------
-    def _mixture_filter(self, ids, want_posterior, start_states=None, predict_at=None) -> BayesPrediction:
+    def _mixture_filter(
+        self, ids, want_posterior, start_states=None, predict_at=None, want_probs=True
+    ) -> BayesPrediction:
         """Every HMM reads every row of `ids [R, L]`, weighted by its posterior; start_states [K, R, S]."""
         log_prior = self.log_prior[:, None].expand(self.num_tasks, ids.shape[0])
         return self._filter(
@@ -164,10 +177,11 @@ class BayesOptimalPredictor(MemoryWindows):
             start_states=start_states,
             want_posterior=want_posterior,
             predict_at=predict_at,
+            want_probs=want_probs,
         )
 
     def _oracle_filter(
-        self, ids, tasks, start_states=None, want_states=False, predict_at=None
+        self, ids, tasks, start_states=None, want_states=False, predict_at=None, want_probs=True
     ) -> BayesPrediction:
         """Row r of `ids [R, L]` read by the HMM of task `tasks[r]`; start_states [R, S].
 
@@ -182,8 +196,10 @@ class BayesOptimalPredictor(MemoryWindows):
             start,
             want_states=want_states,
             predict_at=predict_at,
+            want_probs=want_probs,
         )
-        return BayesPrediction(out.probs[slot], None, None if out.states is None else out.states[slot])
+        probs = None if out.probs is None else out.probs[slot]
+        return BayesPrediction(probs, None, None if out.states is None else out.states[slot])
 
     def _filter(
         self,
@@ -194,6 +210,7 @@ class BayesOptimalPredictor(MemoryWindows):
         want_posterior: bool = False,
         want_states: bool = False,
         predict_at: list[int] | None = None,
+        want_probs: bool = True,
     ) -> BayesPrediction:
         """Forward filter of M HMMs over their rows: the mixture's (the HMMs' predictions mixed
         by their posterior) or the oracle's (each chain alone).
@@ -207,7 +224,8 @@ class BayesOptimalPredictor(MemoryWindows):
         With `predict_at` (increasing positions, the same in every row) the next-token
         probabilities after those positions only, [rows, len(predict_at), V+1]: the filter reads
         every token, and the predictions (a product with every HMM's table, then the mixing)
-        are made where they are wanted (the fixed-memory windows read a few of each run).
+        are made where they are wanted (the fixed-memory windows read a few of each run). Without
+        `want_probs` no prediction is made (`probs` None): the posterior or the states alone.
 
         The filtered features come from `forward.filtered_features`, a block of tokens at a
         time; what they imply (likelihoods, the task posterior, predictions) is read off the
@@ -224,6 +242,8 @@ class BayesOptimalPredictor(MemoryWindows):
         wanted = list(range(length)) if predict_at is None else list(predict_at)
         if wanted != sorted(set(wanted)) or not 0 <= wanted[0] <= wanted[-1] < length:
             raise ValueError(f"predict_at={predict_at} must be increasing positions in 0..{length - 1}")
+        if not want_probs:
+            wanted = []
         slot_of = {t: slot for slot, t in enumerate(wanted)}  # a position's place in `probs`
         probs = torch.empty(out_rows, len(wanted), vocab + 1, dtype=self.dtype, device=self.device)
         probs[..., vocab] = 0.0  # the rest is written block by block
@@ -246,7 +266,9 @@ class BayesOptimalPredictor(MemoryWindows):
         # every block's chain predictions in one buffer (a fresh tensor this size costs its page
         # faults: at 512 HMMs as much as the product that fills it)
         chain_probs = torch.empty(
-            num_hmms * rows * (blocks[0].stop - blocks[0].start) * vocab, dtype=self.dtype, device=self.device
+            num_hmms * rows * (blocks[0].stop - blocks[0].start) * vocab * bool(wanted),
+            dtype=self.dtype,
+            device=self.device,
         )
         for block in blocks:
             at = observed[..., block]
@@ -287,7 +309,8 @@ class BayesOptimalPredictor(MemoryWindows):
         following = torch.tensor(wanted[:inner], dtype=torch.long, device=self.device) + 1
         next_is_delim = is_delim.reshape(out_rows, length)[:, following]
         probs[:, :inner][next_is_delim] = delimiter_point_mass(vocab, self.dtype, self.device)
-        return BayesPrediction(probs, posterior, None if states is None else states.flatten(0, 1))
+        states = None if states is None else states.flatten(0, 1)
+        return BayesPrediction(probs if want_probs else None, posterior, states)
 
     def _write_predictions(self, hmms, out, after, weights, chain_probs, ends, is_delim, rows) -> None:
         """The next-token probabilities after a block's kept positions into `out [rows, T, V+1]`:

@@ -20,11 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-import hmm_datasets
 from hmm_datasets import SampleLayout
-from hmm_datasets.bayes import default_device, oracle_state_estimates
+from hmm_datasets.bayes import oracle_state_estimates
 from hmm_datasets.beliefs import belief_tasks, cached_belief_states
-from hmm_datasets.cache import cached
 from hmm_datasets.corpus import Corpus, check_model_fits_corpus
 
 from .architecture import check_causal_lm, final_norm, shuffle_unavailable
@@ -101,8 +99,8 @@ def run_probing(
     with timed(timings, "probes"):
         common = probe_settings(probe, config, settings, progress)
         records, draws = network_records(features.layers, layers, probe, common)
-        records += ceiling_records(corpus, probe, config, draws)
         beliefs = probe_beliefs(corpus, probe)
+        records += ceiling_records(corpus, probe, beliefs["task_posterior"], config, draws)
         records += belief_records(
             features.layers, layers, beliefs, probe.membership, POSITION_GROUPS, probe.split
         )
@@ -576,14 +574,18 @@ def _check_rows(config: ProbeConfig, shuffle_rows: int, num_test_rows: int) -> N
         raise ValueError(f"attention_rows {bad} must index the first shuffle_rows={shuffle_rows} test rows.")
 
 
-def ceiling_records(corpus: Corpus, probe: ProbeRows, config: ProbeConfig, draws) -> list[dict]:
+def ceiling_records(
+    corpus: Corpus, probe: ProbeRows, task_posterior: np.ndarray, config: ProbeConfig, draws
+) -> list[dict]:
     """What the best decoder could reach on the probe-test positions, per position group: the
-    Bayes-optimal task posterior (argmax over the probed tasks) and the oracle's filtered
-    hidden state. Bootstrapped on the probes' row resamples (their draws go to `draws`)."""
+    Bayes-optimal task posterior (argmax over the probed tasks of the exact beliefs'
+    `task_posterior [R, P, K']`, `probe_beliefs`) and the oracle's filtered hidden state.
+    Bootstrapped on the probes' row resamples (their draws go to `draws`)."""
     test_rows, tasks = probe.split[1], probe.tasks
     ids, row_task = np.asarray(probe.rows["input_ids"])[test_rows], probe.row_tasks[test_rows]
     where = probe.positions[test_rows]
-    task_guess = np.take_along_axis(bayes_task_guesses(corpus.params, ids, tasks), where, axis=1)
+    kept_tasks = belief_tasks(corpus.params, tasks)
+    task_guess = posterior_task_guesses(task_posterior[test_rows], kept_tasks, tasks)
     state_guess = np.take_along_axis(oracle_state_estimates(corpus.params, ids, row_task), where, axis=1)
     out = []
     for target, guess in (("task", task_guess), ("hidden_state", state_guess)):
@@ -605,19 +607,9 @@ def ceiling_records(corpus: Corpus, probe: ProbeRows, config: ProbeConfig, draws
     return out
 
 
-def bayes_task_guesses(params, input_ids: np.ndarray, tasks: np.ndarray) -> np.ndarray:
-    """`[B, L]`: the task of `tasks` the Bayes-optimal posterior ranks first at every position,
-    computed once for every network read on these rows (`hmm_datasets.cache`)."""
-
-    def compute() -> torch.Tensor:
-        bayes = hmm_datasets.BayesOptimalPredictor(params)
-        guesses = []
-        for chunk in np.array_split(np.arange(input_ids.shape[0]), max(1, input_ids.shape[0] // 16)):
-            posterior = bayes.task_posterior(input_ids[chunk])[
-                ..., torch.as_tensor(tasks, device=bayes.device)
-            ]
-            guesses.append(torch.as_tensor(tasks)[posterior.argmax(-1).cpu()])
-        return torch.cat(guesses)
-
-    name = f"bayes-task-guess-{default_device()}"
-    return cached(name, params, input_ids, compute, (np.asarray(tasks),)).numpy().copy()
+def posterior_task_guesses(task_posterior: np.ndarray, kept_tasks, tasks: np.ndarray) -> np.ndarray:
+    """`[R, P]`: the task of `tasks` that the task posterior `[R, P, K']` over `kept_tasks` (None:
+    every task, in order; a remainder entry last is never a guess) ranks first."""
+    kept = list(range(task_posterior.shape[-1])) if kept_tasks is None else list(kept_tasks)
+    columns = [kept.index(task) for task in tasks]
+    return np.asarray(tasks)[task_posterior[..., columns].argmax(-1)]

@@ -124,6 +124,24 @@ def test_task_posterior_equals_brute_force(fuse):
             np.testing.assert_allclose(posterior[r, i], joint / joint.sum(), atol=1e-9, rtol=0)
 
 
+@FUSE
+def test_the_posterior_and_the_states_alone_are_the_filter_s_own(fuse):
+    """Asked for the task posterior or the oracle's states alone, the filter makes no prediction
+    and gives the very values it gives beside them (the predictions never feed the recursion)."""
+    params = random_params(rank=2)
+    rows = layout_rows(params, LAYOUT, 5, seed=3)
+    predictor = exact(params, fuse)
+    assert torch.equal(
+        predictor.task_posterior(rows), predictor.predict(rows, return_task_posterior=True).task_posterior
+    )
+    ids, tasks = predictor._as_ids(rows), torch.tensor([0, 1, 2, 0, 1])
+    beside = predictor._oracle_filter(ids, tasks, want_states=True)
+    alone = predictor._oracle_filter(ids, tasks, want_states=True, want_probs=False)
+    assert alone.probs is None and beside.probs is not None
+    assert torch.equal(alone.states, beside.states)
+    assert torch.equal(predictor.oracle_state_filters(rows, tasks), beside.states)
+
+
 def independent_oracle(params, task, row):
     """Per-task forward algorithm, unnormalised alphas with a running log scale."""
     delim = params.vocab_size

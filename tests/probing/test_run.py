@@ -220,8 +220,9 @@ def test_bad_probe_settings_are_refused(tiny_model, settings, message):
 
 
 def test_a_second_reading_on_the_same_rows_reuses_the_exact_beliefs(tiny_model, monkeypatch):
-    """The kept networks of a model are read on the same rows: the exact beliefs and the Bayes
-    task guesses are computed for the first and reused, and the records are the same bytes."""
+    """The kept networks of a model are read on the same rows: the exact beliefs (the task
+    posterior the ceiling's task guesses read among them) are computed for the first and reused,
+    and the records are the same bytes."""
     cache.clear()
     calls, compute = [], beliefs_module.belief_states
     monkeypatch.setattr(beliefs_module, "belief_states", lambda *a, **k: calls.append(1) or compute(*a, **k))
@@ -241,3 +242,16 @@ def test_a_second_reading_on_the_same_rows_reuses_the_exact_beliefs(tiny_model, 
     uncached = run_probing(model, corpus, config, progress=False).results
     assert json.dumps(uncached["records"]) == json.dumps(first["records"])
     cache.clear()
+
+
+def test_the_ceiling_guesses_the_probed_task_the_posterior_ranks_first():
+    """Among the probed tasks only: a remainder entry or an unprobed task that outranks them is
+    never the guess; the kept tasks may come in any order."""
+    posterior = np.array([[[0.1, 0.3, 0.2, 0.4], [0.5, 0.1, 0.3, 0.1]]])  # [1 row, 2 positions, K']
+    every = run_module.posterior_task_guesses(posterior, None, np.array([0, 2]))
+    assert every.tolist() == [[2, 0]]  # task 3 (0.4) and task 1 are not probed
+    kept = np.array([7, 5, 9])  # the last column is the others' mass, the largest at position 0
+    guesses = run_module.posterior_task_guesses(posterior, kept, np.array([5, 7, 9]))
+    assert guesses.tolist() == [[5, 7]]
+    tied = run_module.posterior_task_guesses(np.full((1, 1, 3), 1 / 3), None, np.array([2, 0]))
+    assert tied.tolist() == [[2]]  # a tie goes to the first probed task, as argmax orders them
