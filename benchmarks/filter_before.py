@@ -116,7 +116,10 @@ def main() -> None:
     )
     parser.add_argument("--before", required=True, help="another checkout whose hmm_datasets to time")
     parser.add_argument(
-        "--shapes", nargs="+", default=list(SHAPES), choices=[*SHAPES, *WINDOW_SHAPES, "particles", "posterior_8192"]
+        "--shapes",
+        nargs="+",
+        default=list(SHAPES),
+        choices=[*SHAPES, *WINDOW_SHAPES, "particles", "posterior_8192"],
     )
     parser.add_argument("--pairs", type=int, default=30)
     parser.add_argument("--threads", type=int, default=2, help="torch threads (1: as a study's workers)")
