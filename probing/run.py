@@ -25,6 +25,7 @@ from hmm_datasets.bayes import oracle_state_estimates
 from hmm_datasets.beliefs import belief_tasks, cached_belief_states
 from hmm_datasets.corpus import Corpus, check_model_fits_corpus
 
+from . import reuse
 from .architecture import check_causal_lm, final_norm, shuffle_unavailable
 from .belief import belief_ceiling, belief_records, check_belief_columns
 from .capture import attention_weights, capture_hidden_states, model_device, resolve_layers
@@ -114,7 +115,9 @@ def run_probing(
     if untrained_model is not None:
         with timed(timings, "untrained_probes"):
             networks["twin"] = capture(untrained_model, probe, layers, config, progress, before_norm)
-            records += twin_records(networks["twin"].layers, layers, probe, beliefs, common)
+            twin = networks["twin"].layers
+            inputs = (twin, layers, probe, beliefs, {k: v for k, v in common.items() if k != "progress"})
+            records += reuse.once("twin", inputs, lambda: twin_records(twin, layers, probe, beliefs, common))
     with timed(timings, "splits"):
         splits = claim_splits(networks, probe, beliefs, corpus, config, settings, progress)
     with timed(timings, "shuffle_test"):
@@ -504,37 +507,56 @@ def split_curves(
     probes on the deciding segment (per-task state-filter maps included); a floor's entry says
     which blocks each probe read (`features`). And the beliefs' ceiling (the exact log beliefs
     as features)."""
-    halves = half_splits(split, seed)
-    groups = (DECIDING_POSITIONS,)
-    out = {}
-    for name, network in networks.items():
-        floor = network if isinstance(network, FloorFeatures) else None
-        previous, features = (network, network) if floor is None else (floor.previous_tokens, floor.beliefs)
-        beliefs = belief_records(
-            features,
-            list(range(features.shape[0])),
-            inputs.beliefs,
-            inputs.membership,
-            groups,
-            split,
-            row_tasks=inputs.row_tasks,
+    out = {
+        name: reuse.once(
+            "split-curves",
+            (network, inputs, split, seed, settings),
+            lambda network=network: network_split_curves(network, inputs, split, seed, settings, progress),
         )
-        out[name] = {
-            "previous_tokens": {
-                target[len("previous_token_") :]: curve
-                for target, curve in accuracy_curves(
-                    previous, inputs.labels, inputs.targets, split, halves, settings, progress
-                ).items()
-            },
-            "beliefs": belief_curves(beliefs),
-        }
-        if floor is not None:
-            out[name]["features"] = {key: list(names) for key, names in floor.blocks.items()}
+        for name, network in networks.items()
+    }
+    groups = (DECIDING_POSITIONS,)
     out["ceiling"] = {
         "beliefs": belief_curves(
             belief_ceiling(inputs.beliefs, inputs.membership, groups, split, inputs.row_tasks)
         )
     }
+    return out
+
+
+def network_split_curves(
+    network: torch.Tensor | FloorFeatures,
+    inputs: SplitInputs,
+    split,
+    seed: int,
+    settings: FitSettings,
+    progress: bool,
+) -> dict:
+    """One network's entry of `split_curves` (a network read again on the same rows, as the
+    twin is at every kept network of a model, is computed once: `probing.reuse`)."""
+    halves = half_splits(split, seed)
+    floor = network if isinstance(network, FloorFeatures) else None
+    previous, features = (network, network) if floor is None else (floor.previous_tokens, floor.beliefs)
+    beliefs = belief_records(
+        features,
+        list(range(features.shape[0])),
+        inputs.beliefs,
+        inputs.membership,
+        (DECIDING_POSITIONS,),
+        split,
+        row_tasks=inputs.row_tasks,
+    )
+    out = {
+        "previous_tokens": {
+            target[len("previous_token_") :]: curve
+            for target, curve in accuracy_curves(
+                previous, inputs.labels, inputs.targets, split, halves, settings, progress
+            ).items()
+        },
+        "beliefs": belief_curves(beliefs),
+    }
+    if floor is not None:
+        out["features"] = {key: list(names) for key, names in floor.blocks.items()}
     return out
 
 

@@ -51,6 +51,14 @@ def session_cache() -> Path:
     return SESSION_CACHE
 
 
+@pytest.fixture(autouse=True)
+def _readings_of_this_test_only():
+    """Each test computes its own probe readings (`probing.reuse` keeps them per process)."""
+    from probing import reuse
+
+    reuse.clear()
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _quiet_datasets():
     import datasets

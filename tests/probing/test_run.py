@@ -16,6 +16,7 @@ from hmm_datasets import cache
 from hmm_datasets.bayes import BayesOptimalPredictor
 from hmm_datasets.corpus import open_corpus
 from model_cards.render import format_probe_summary
+from probing import reuse
 from probing import run as run_module
 from probing.layerwise import BEFORE_NORM_METRIC
 from probing.plots import write_probe_results
@@ -239,9 +240,35 @@ def test_a_second_reading_on_the_same_rows_reuses_the_exact_beliefs(tiny_model, 
     assert counted[0] == 1 and counted[1] > 0 and (len(calls), len(posteriors)) == counted
     assert json.dumps(again["records"]) == json.dumps(first["records"])
     cache.clear()
+    reuse.clear()
     uncached = run_probing(model, corpus, config, progress=False).results
     assert json.dumps(uncached["records"]) == json.dumps(first["records"])
     cache.clear()
+
+
+def test_the_twin_is_read_once_for_every_network_read_against_it(tiny_model, monkeypatch):
+    """Kept networks read against the same twin on the same rows: the twin's probes and the
+    split curves of the twin and of the token floor are computed for the first network and
+    reused for the next; the records are those of a run that computes everything."""
+    twin_calls, curve_calls = [], []
+    twin, curves = run_module.twin_records, run_module.network_split_curves
+    monkeypatch.setattr(run_module, "twin_records", lambda *a: twin_calls.append(1) or twin(*a))
+    monkeypatch.setattr(run_module, "network_split_curves", lambda *a: curve_calls.append(1) or curves(*a))
+    corpus, config = open_corpus("tiny"), ProbeConfig(distances=(1,), num_splits=2, **FAST)
+    untrained = tiny_model()
+    early, late = tiny_model(initializer_range=0.05), tiny_model(initializer_range=0.2)
+    run_probing(early, corpus, config, untrained_model=untrained, progress=False)
+    assert (len(twin_calls), len(curve_calls)) == (1, 3 * 2)  # trained, twin, tokens x 2 splits
+    reused = run_probing(late, corpus, config, untrained_model=untrained, progress=False).results
+    assert (len(twin_calls), len(curve_calls)) == (1, 3 * 2 + 2)  # the new network's alone
+    reuse.clear()
+    computed = run_probing(late, corpus, config, untrained_model=untrained, progress=False).results
+    assert (len(twin_calls), len(curve_calls)) == (2, 3 * 2 + 2 + 3 * 2)
+    for key in ("records", "splits", "patterns"):
+        assert json.dumps(reused[key]) == json.dumps(computed[key])
+    # another twin is read anew
+    run_probing(late, corpus, config, untrained_model=tiny_model(initializer_range=0.1), progress=False)
+    assert len(twin_calls) == 3
 
 
 def test_the_ceiling_guesses_the_probed_task_the_posterior_ranks_first():
