@@ -46,8 +46,9 @@ BLOCK_FLOATS = 2**22
 
 @dataclass
 class BayesPrediction:
-    """`probs [B, L, V+1]`: next-token distributions (None: not asked for); `task_posterior [B, L, K]`: P(task | tokens 0..i);
-    `states [B, L, S]` (the oracle's): P(state_i | task, tokens of the segment up to i), 0 at delimiters."""
+    """`probs [B, L, V+1]`: next-token distributions (None: not asked for); `task_posterior
+    [B, L, K]`: P(task | tokens 0..i); `states [B, L, S]` (the oracle's): P(state_i | task, tokens
+    of the segment up to i), 0 at delimiters."""
 
     probs: torch.Tensor | None
     task_posterior: torch.Tensor | None = None
