@@ -110,34 +110,18 @@ class BayesOptimalPredictor(MemoryWindows):
         self.log_prior = torch.log(tensor(params.task_prior))
 
     # ---- public predictors ------------------------------------------------------
-    @torch.no_grad()
     def predict(self, input_ids, *, return_task_posterior: bool = False) -> BayesPrediction:
         """Bayes-optimal next-token distributions (and optionally the task posterior)."""
-        ids = self._as_ids(input_ids)
-        probs, posteriors = [], []
-        per_row = self._row_floats(ids.shape[1], self.num_tasks, return_task_posterior)
-        for chunk in self._row_chunks(ids.shape[0], per_row):
-            out = self._mixture_filter(ids[chunk], return_task_posterior)
-            probs.append(out.probs)
-            posteriors.append(out.task_posterior)
-        return BayesPrediction(torch.cat(probs), torch.cat(posteriors) if return_task_posterior else None)
+        return self._mixture_by_chunks(input_ids, return_task_posterior, want_probs=True)
 
     def next_token_probs(self, input_ids) -> torch.Tensor:
         """`[B, L, V+1]`: P(token i+1 | tokens 0..i) under the mixture."""
         return self.predict(input_ids).probs
 
-    @torch.no_grad()
     def task_posterior(self, input_ids) -> torch.Tensor:
         """`[B, L, K]`: P(task | tokens 0..i), from the filter alone: no prediction is made (at
         8,192 HMMs the predictions cost about as much as the filter)."""
-        ids = self._as_ids(input_ids)
-        per_row = self._row_floats(ids.shape[1], self.num_tasks, True)
-        return torch.cat(
-            [
-                self._mixture_filter(ids[chunk], True, want_probs=False).task_posterior
-                for chunk in self._row_chunks(ids.shape[0], per_row)
-            ]
-        )
+        return self._mixture_by_chunks(input_ids, True, want_probs=False).task_posterior
 
     @torch.no_grad()
     def oracle_next_token_probs(self, input_ids, task_ids) -> torch.Tensor:
@@ -166,6 +150,19 @@ class BayesOptimalPredictor(MemoryWindows):
         return torch.cat(out)
 
     # ---- the forward algorithm ----------------------------------------------------
+    @torch.no_grad()
+    def _mixture_by_chunks(self, input_ids, want_posterior: bool, want_probs: bool) -> BayesPrediction:
+        """`_mixture_filter` over the rows, as many at a time as the memory budget holds."""
+        ids = self._as_ids(input_ids)
+        per_row = self._row_floats(ids.shape[1], self.num_tasks, want_posterior)
+        parts = [
+            self._mixture_filter(ids[chunk], want_posterior, want_probs=want_probs)
+            for chunk in self._row_chunks(ids.shape[0], per_row)
+        ]
+        probs = torch.cat([part.probs for part in parts]) if want_probs else None
+        posterior = torch.cat([part.task_posterior for part in parts]) if want_posterior else None
+        return BayesPrediction(probs, posterior)
+
     def _mixture_filter(
         self, ids, want_posterior, start_states=None, predict_at=None, want_probs=True
     ) -> BayesPrediction:
