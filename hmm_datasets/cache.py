@@ -10,7 +10,8 @@ matter); the oldest entries are dropped past `MAX_BYTES` held. Processes that wo
 study's `--jobs`) share their predictions through a folder named by the environment variable
 `HMM_DATASETS_CACHE`, when it is set: a prediction missing in memory is read from there, and
 one computed is written there (whole or not at all), by the first process to ask for it while the
-others wait for it under a lock.
+others wait for it under a lock; `computing_elsewhere` tells a process that another one holds that
+lock now, so that it can compute something else meanwhile.
 """
 
 from __future__ import annotations
@@ -61,6 +62,22 @@ def cached(name: str, params: HMMParams, input_ids, compute: Callable[[], torch.
     return value
 
 
+def computing_elsewhere(name: str, params: HMMParams, input_ids, keys: tuple = ()) -> bool:
+    """Is another process sharing the folder `HMM_DATASETS_CACHE` names computing this prediction
+    (`cached`'s arguments) now, holding its lock with its file not written yet? False without the
+    folder. Never waits."""
+    path = shared_path((name, digest(params, input_ids, *keys)))
+    if path is None or path.is_file() or not lock_path(path).is_file():
+        return False
+    with open(lock_path(path), "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    return False
+
+
 def shared_path(key: tuple[str, str]) -> Path | None:
     """The file of `key` in the folder `HMM_DATASETS_CACHE` names, or None when it is not set."""
     folder = os.environ.get(CACHE_ENV)
@@ -85,9 +102,14 @@ def shared_value(path: Path, compute: Callable[[], torch.Tensor]) -> torch.Tenso
 def locked(path: Path):
     """Hold the lock of the shared prediction `path` (a hidden file beside it) while inside."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(f".{path.name}.lock"), "a") as lock:
+    with open(lock_path(path), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
+
+
+def lock_path(path: Path) -> Path:
+    """The hidden lock file beside the shared prediction `path`."""
+    return path.with_name(f".{path.name}.lock")
 
 
 def write_shared(path: Path, value: torch.Tensor) -> None:

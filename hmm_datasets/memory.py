@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from .bayes import BayesOptimalPredictor
-from .cache import cached
+from .cache import cached, computing_elsewhere
 from .config import HMMMixtureConfig
 from .observability import observability_coefficient
 from .params import HMMParams, sample_hmm_params
@@ -153,7 +153,7 @@ def memory_bayes_probs(params: HMMParams, input_ids, memories: Sequence[int]) ->
     (`BayesOptimalPredictor.truncated_by_memory`), computed once per process for the same
     parameters, rows and memory (`hmm_datasets.cache`). Lemma 1 and the memory of every model of
     a study read the same rows, and this is the costliest part of each."""
-    ids = torch.as_tensor(input_ids if torch.is_tensor(input_ids) else np.asarray(input_ids)).long().cpu()
+    ids = _cpu_ids(input_ids)
     memories = [int(memory) for memory in memories]
     computed = {}
 
@@ -164,9 +164,22 @@ def memory_bayes_probs(params: HMMParams, input_ids, memories: Sequence[int]) ->
         return computed[memory]
 
     return {
-        memory: cached(f"bayes-memory-{memory}", params, ids, lambda m=memory: compute(m))
-        for memory in memories
+        memory: cached(_memory_key(memory), params, ids, lambda m=memory: compute(m)) for memory in memories
     }
+
+
+def memory_computing_elsewhere(params: HMMParams, input_ids, memory: int) -> bool:
+    """Is another process of a study computing the memory-`memory` Bayes predictor on these rows
+    now (`memory_bayes_probs`; `hmm_datasets.cache.computing_elsewhere`)?"""
+    return computing_elsewhere(_memory_key(int(memory)), params, _cpu_ids(input_ids))
+
+
+def _memory_key(memory: int) -> str:
+    return f"bayes-memory-{memory}"
+
+
+def _cpu_ids(input_ids) -> torch.Tensor:
+    return torch.as_tensor(input_ids if torch.is_tensor(input_ids) else np.asarray(input_ids)).long().cpu()
 
 
 def lemma1(params: HMMParams, input_ids, task_ids, memories: Sequence[int]) -> dict:

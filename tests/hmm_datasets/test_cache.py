@@ -116,3 +116,33 @@ def test_side_by_side_the_first_to_ask_computes_and_the_others_wait(tiny, tmp_pa
     for asker in askers:
         asker.join()
     assert len(calls) == 1 and all(torch.equal(value, torch.arange(4.0)) for value in values)
+
+
+def test_a_prediction_is_computing_elsewhere_only_while_another_holds_its_lock(tiny, tmp_path, monkeypatch):
+    import fcntl
+
+    params, ids, _ = tiny
+    assert not cache.computing_elsewhere("bayes", params, ids)  # no shared folder
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path / "shared"))
+    assert not cache.computing_elsewhere("bayes", params, ids)  # nobody asked for it yet
+    started, release = threading.Event(), threading.Event()
+
+    def slow():  # another worker's computation, holding the lock until released
+        started.set()
+        release.wait(10)
+        return torch.arange(4.0)
+
+    other = threading.Thread(target=lambda: cache.cached("bayes", params, ids, slow))
+    other.start()
+    started.wait(10)
+    assert cache.computing_elsewhere("bayes", params, ids)
+    assert not cache.computing_elsewhere("bayes", params, ids[:2])  # other rows: another prediction
+    release.set()
+    other.join()
+    assert not cache.computing_elsewhere("bayes", params, ids)  # written: nothing to wait for
+    path = cache.shared_path(("oracle", cache.digest(params, ids)))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(cache.lock_path(path), "a") as lock:  # a worker holding the lock, then gone
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        assert cache.computing_elsewhere("oracle", params, ids)
+    assert not cache.computing_elsewhere("oracle", params, ids)  # its lock file left, unheld

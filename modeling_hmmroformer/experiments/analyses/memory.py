@@ -16,10 +16,13 @@ both mean TVs over the same positions: "the model predicts as well as a Bayes pr
 remembers L tokens". The grid of memories is doubled past its top until such an L is found,
 while the doubled memory is shorter than the row (a window as long as the row is the full
 predictor); between the last memory above and the first at or below the model, integer memories
-are bisected, so `memory` is the integer L (TV(memory-L, full) falls with L). `interpolated`
-places the model between L - 1 and L with log TV linear in L (Lemma 1's exponential decay), and
-`interval` is its 95% bootstrap interval over rows on the memories evaluated. None of both
-where even the longest memory searched is further from the full predictor than the model.
+are bisected, so `memory` is the integer L (TV(memory-L, full) falls with L). A study's models
+side by side share these predictors; one whose next memory another is computing computes the one
+it will likely need after that meanwhile (`likely_next_memory`), which changes no number.
+`interpolated` places the model between L - 1 and L with log TV linear in L (Lemma 1's
+exponential decay), and `interval` is its 95% bootstrap interval over rows on the memories
+evaluated. None of both where even the longest memory searched is further from the full
+predictor than the model.
 
 The model itself is not cut to its last L tokens: a window that starts inside a row is an input
 it never saw in training (rows start at a segment start, at position 0), so what a cut model
@@ -45,6 +48,7 @@ from hmm_datasets.memory import (
     low_rank_lemma1,
     masked_mean,
     memory_bayes_probs,
+    memory_computing_elsewhere,
     scored_positions,
     share_reaching_row_start,
     total_variation,
@@ -157,6 +161,10 @@ def memory_equivalent(
         low, high = grid[first - 1], grid[first]
         while high - low > 1:
             middle = (low + high) // 2
+            if memory_computing_elsewhere(params, ids, middle):  # a worker beside: the next one meanwhile
+                following = likely_next_memory(low, middle, high, evaluate(low), evaluate(high), target)
+                if following is not None:
+                    memory_bayes_probs(params, ids, [following])  # cached, not evaluated until needed
             low, high = (low, middle) if evaluate(middle) <= target else (middle, high)
     evaluated = sorted(per_row)
     counts = scored.sum(1).double().numpy()
@@ -174,6 +182,17 @@ def memory_equivalent(
     result["interval"] = [float(v) if np.isfinite(v) else None for v in (low, high)]
     result["bisected"] = True
     return result
+
+
+def likely_next_memory(low: int, middle: int, high: int, tv_low: float, tv_high: float, target: float):
+    """The memory the bisection between `low` and `high` evaluates after `middle`, guessed by
+    placing the crossing of `target` with log TV linear between (low, tv_low) and (high, tv_high):
+    the middle of the lower half if it is at or below `middle`, of the upper half otherwise;
+    None where that half holds no integer memory left to evaluate. A process whose `middle` is
+    being computed by another one computes this meanwhile instead of waiting."""
+    _, [crossing] = memory_crossing([low, high], [tv_low, tv_high], target)
+    lower, upper = (low, middle) if crossing <= middle else (middle, high)
+    return (lower + upper) // 2 if upper - lower > 1 else None
 
 
 def memory_of_predictions(

@@ -9,7 +9,9 @@ import torch
 from hmm_datasets import BayesOptimalPredictor, SamplingTables, generate_rows, get_preset, sample_hmm_params
 from hmm_datasets.memory import lemma1, memory_bayes_probs
 from modeling_hmmroformer import HMMRoFormerConfig, HMMRoFormerForCausalLM
+from modeling_hmmroformer.experiments.analyses import memory as memory_module
 from modeling_hmmroformer.experiments.analyses.memory import (
+    likely_next_memory,
     memory_crossing,
     memory_of_predictions,
     model_memory,
@@ -89,6 +91,43 @@ def test_a_model_that_is_memory_L_bayes_has_memory_L(rows64, memory):
     assert equivalent["memory"] == memory
     assert equivalent["interpolated"] == pytest.approx(memory)
     assert memory in equivalent["memories"] and memory - 1 in equivalent["memories"]
+
+
+def test_the_memory_computed_while_another_worker_computes_the_middle_changes_no_number(rows64, monkeypatch):
+    # memory 6 Bayes as the model, bisected between 4 and 8: 6 (another worker's), then 7 or 5
+    params, ids, tasks = rows64
+    probs = memory_bayes_probs(params, ids, [6])[6]
+    alone = memory_of_predictions(probs, params, ids, tasks, [1, 2, 4, 8])["memory_equivalent"]
+    asked = []
+
+    def recorded(params, ids, memories):
+        asked.append(list(memories))
+        return memory_bayes_probs(params, ids, memories)
+
+    monkeypatch.setattr(memory_module, "memory_bayes_probs", recorded)
+    monkeypatch.setattr(memory_module, "memory_computing_elsewhere", lambda params, ids, memory: True)
+    beside = memory_of_predictions(probs, params, ids, tasks, [1, 2, 4, 8])["memory_equivalent"]
+    assert beside == alone and alone["memories"] == [1, 2, 4, 5, 6, 8]
+    assert asked[asked.index([6]) - 1] in ([5], [7])  # prepared before the middle, by the crossing
+
+
+@pytest.mark.parametrize(
+    ("tv_low", "tv_high", "target", "expected"),
+    [
+        (1.0, 0.01, 0.5, 5),  # the crossing near the low end: the lower half
+        (1.0, 0.01, 0.02, 7),  # near the high end: the upper half
+        (1.0, 0.01, 0.101, 5),  # just before the middle (log-halfway is 0.1)
+        (1.0, 0.01, 0.099, 7),  # just past it
+    ],
+)
+def test_the_likely_next_memory_follows_the_crossing(tv_low, tv_high, target, expected):
+    assert likely_next_memory(4, 6, 8, tv_low, tv_high, target) == expected
+
+
+def test_no_next_memory_where_the_half_holds_none():
+    assert likely_next_memory(4, 5, 6, 1.0, 0.01, 0.5) is None  # 5 is the last between 4 and 6
+    assert likely_next_memory(4, 5, 6, 1.0, 0.01, 0.02) is None
+    assert likely_next_memory(4, 6, 9, 1.0, 0.01, 0.02) == 7  # the upper half 6..9: 7
 
 
 def test_a_model_further_from_bayes_than_every_memory_of_the_grid_extends_it(rows64):
