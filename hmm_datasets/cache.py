@@ -10,8 +10,7 @@ matter); the oldest entries are dropped past `MAX_BYTES` held. Processes that wo
 study's `--jobs`) share their predictions through a folder named by the environment variable
 `HMM_DATASETS_CACHE`, when it is set: a prediction missing in memory is read from there, and
 one computed is written there (whole or not at all), by the first process to ask for it while the
-others wait for it under a lock; `computing_elsewhere` tells a process that another one holds that
-lock now, so that it can compute something else meanwhile.
+others wait for it under a lock, doing meanwhile what they were given to do (`meanwhile`).
 """
 
 from __future__ import annotations
@@ -46,36 +45,29 @@ def digest(params: HMMParams, *arrays) -> str:
     return hashed.hexdigest()
 
 
-def cached(name: str, params: HMMParams, input_ids, compute: Callable[[], torch.Tensor], keys: tuple = ()):
+def cached(
+    name: str,
+    params: HMMParams,
+    input_ids,
+    compute: Callable[[], torch.Tensor],
+    keys: tuple = (),
+    meanwhile: Callable[[], object] | None = None,
+):
     """`compute()`, or the tensor it returned before for the same `name`, parameters, rows and
     `keys` (the other arrays it depends on: tasks, positions) in this process, or in any process
-    sharing the folder `HMM_DATASETS_CACHE` names. The caller must not modify the result in place."""
+    sharing the folder `HMM_DATASETS_CACHE` names. Where another of those processes is computing
+    it now, `meanwhile()` runs first (something this one will need next), then this one waits for
+    it. The caller must not modify the result in place."""
     key = (name, digest(params, input_ids, *keys))
     if key in _ENTRIES:
         _ENTRIES.move_to_end(key)
         return _ENTRIES[key]
     path = shared_path(key)
-    value = compute() if path is None else shared_value(path, compute)
+    value = compute() if path is None else shared_value(path, compute, meanwhile)
     _ENTRIES[key] = value
     while len(_ENTRIES) > 1 and sum(t.numel() * t.element_size() for t in _ENTRIES.values()) > MAX_BYTES:
         _ENTRIES.popitem(last=False)
     return value
-
-
-def computing_elsewhere(name: str, params: HMMParams, input_ids, keys: tuple = ()) -> bool:
-    """Is another process sharing the folder `HMM_DATASETS_CACHE` names computing this prediction
-    (`cached`'s arguments) now, holding its lock with its file not written yet? False without the
-    folder. Never waits."""
-    path = shared_path((name, digest(params, input_ids, *keys)))
-    if path is None or path.is_file() or not lock_path(path).is_file():
-        return False
-    with open(lock_path(path), "a") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(lock, fcntl.LOCK_UN)
-    return False
 
 
 def shared_path(key: tuple[str, str]) -> Path | None:
@@ -86,10 +78,13 @@ def shared_path(key: tuple[str, str]) -> Path | None:
     return Path(folder) / f"{re.sub(r'[^A-Za-z0-9.-]', '_', key[0])}-{key[1]}.safetensors"
 
 
-def shared_value(path: Path, compute: Callable[[], torch.Tensor]) -> torch.Tensor:
+def shared_value(
+    path: Path, compute: Callable[[], torch.Tensor], meanwhile: Callable[[], object] | None = None
+) -> torch.Tensor:
     """The prediction in `path`, or `compute()` written there. Processes asking for the same
-    prediction at once wait for the first one to write it instead of computing it again."""
-    with locked(path):
+    prediction at once wait for the first one to write it instead of computing it again, after
+    running `meanwhile()` if they have it."""
+    with locked(path, meanwhile):
         if path.is_file():
             return load_file(str(path))["value"]
         value = compute()
@@ -99,11 +94,17 @@ def shared_value(path: Path, compute: Callable[[], torch.Tensor]) -> torch.Tenso
 
 
 @contextlib.contextmanager
-def locked(path: Path):
-    """Hold the lock of the shared prediction `path` (a hidden file beside it) while inside."""
+def locked(path: Path, meanwhile: Callable[[], object] | None = None):
+    """Hold the lock of the shared prediction `path` (a hidden file beside it) while inside; where
+    another process holds it, run `meanwhile()` (if given) before waiting for it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_path(path), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # another process holds it
+            if meanwhile is not None:
+                meanwhile()
+            fcntl.flock(lock, fcntl.LOCK_EX)
         yield
 
 

@@ -32,13 +32,13 @@ Shapes: B rows, L positions, V observation tokens, M memories, K tasks, T test t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
 
 from .bayes import BayesOptimalPredictor
-from .cache import cached, computing_elsewhere
+from .cache import cached
 from .config import HMMMixtureConfig
 from .observability import observability_coefficient
 from .params import HMMParams, sample_hmm_params
@@ -148,12 +148,15 @@ def decay_curve(truncated: dict[int, torch.Tensor], full, input_ids, scored, mem
     return curve
 
 
-def memory_bayes_probs(params: HMMParams, input_ids, memories: Sequence[int]) -> dict[int, torch.Tensor]:
+def memory_bayes_probs(
+    params: HMMParams, input_ids, memories: Sequence[int], meanwhile: Callable[[], object] | None = None
+) -> dict[int, torch.Tensor]:
     """`{L: [B, L, V+1]}` float64 on the CPU: the memory-L Bayes-optimal predictor on the rows
     (`BayesOptimalPredictor.truncated_by_memory`), computed once per process for the same
     parameters, rows and memory (`hmm_datasets.cache`). Lemma 1 and the memory of every model of
-    a study read the same rows, and this is the costliest part of each."""
-    ids = _cpu_ids(input_ids)
+    a study read the same rows, and this is the costliest part of each. `meanwhile()` runs where
+    another process of the study is computing one of them now, before waiting for it."""
+    ids = torch.as_tensor(input_ids if torch.is_tensor(input_ids) else np.asarray(input_ids)).long().cpu()
     memories = [int(memory) for memory in memories]
     computed = {}
 
@@ -164,22 +167,11 @@ def memory_bayes_probs(params: HMMParams, input_ids, memories: Sequence[int]) ->
         return computed[memory]
 
     return {
-        memory: cached(_memory_key(memory), params, ids, lambda m=memory: compute(m)) for memory in memories
+        memory: cached(
+            f"bayes-memory-{memory}", params, ids, lambda m=memory: compute(m), meanwhile=meanwhile
+        )
+        for memory in memories
     }
-
-
-def memory_computing_elsewhere(params: HMMParams, input_ids, memory: int) -> bool:
-    """Is another process of a study computing the memory-`memory` Bayes predictor on these rows
-    now (`memory_bayes_probs`; `hmm_datasets.cache.computing_elsewhere`)?"""
-    return computing_elsewhere(_memory_key(int(memory)), params, _cpu_ids(input_ids))
-
-
-def _memory_key(memory: int) -> str:
-    return f"bayes-memory-{memory}"
-
-
-def _cpu_ids(input_ids) -> torch.Tensor:
-    return torch.as_tensor(input_ids if torch.is_tensor(input_ids) else np.asarray(input_ids)).long().cpu()
 
 
 def lemma1(params: HMMParams, input_ids, task_ids, memories: Sequence[int]) -> dict:

@@ -118,13 +118,13 @@ def test_side_by_side_the_first_to_ask_computes_and_the_others_wait(tiny, tmp_pa
     assert len(calls) == 1 and all(torch.equal(value, torch.arange(4.0)) for value in values)
 
 
-def test_a_prediction_is_computing_elsewhere_only_while_another_holds_its_lock(tiny, tmp_path, monkeypatch):
-    import fcntl
-
+def test_a_process_waiting_for_another_does_what_it_was_given_meanwhile(tiny, tmp_path, monkeypatch):
     params, ids, _ = tiny
-    assert not cache.computing_elsewhere("bayes", params, ids)  # no shared folder
+    done = []
+    cache.cached("full", params, ids, lambda: torch.zeros(1), meanwhile=lambda: done.append("no folder"))
     monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path / "shared"))
-    assert not cache.computing_elsewhere("bayes", params, ids)  # nobody asked for it yet
+    cache.cached("oracle", params, ids, lambda: torch.zeros(1), meanwhile=lambda: done.append("nobody else"))
+    assert done == []  # nothing to wait for: it is not run
     started, release = threading.Event(), threading.Event()
 
     def slow():  # another worker's computation, holding the lock until released
@@ -135,14 +135,13 @@ def test_a_prediction_is_computing_elsewhere_only_while_another_holds_its_lock(t
     other = threading.Thread(target=lambda: cache.cached("bayes", params, ids, slow))
     other.start()
     started.wait(10)
-    assert cache.computing_elsewhere("bayes", params, ids)
-    assert not cache.computing_elsewhere("bayes", params, ids[:2])  # other rows: another prediction
-    release.set()
+    cache.clear()  # this process's memory: the other's value comes through the folder
+
+    def meanwhile():
+        done.append("while the other computes")
+        release.set()
+
+    never = lambda: torch.full((4,), -1.0)  # noqa: E731
+    assert torch.equal(cache.cached("bayes", params, ids, never, meanwhile=meanwhile), torch.arange(4.0))
     other.join()
-    assert not cache.computing_elsewhere("bayes", params, ids)  # written: nothing to wait for
-    path = cache.shared_path(("oracle", cache.digest(params, ids)))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(cache.lock_path(path), "a") as lock:  # a worker holding the lock, then gone
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        assert cache.computing_elsewhere("oracle", params, ids)
-    assert not cache.computing_elsewhere("oracle", params, ids)  # its lock file left, unheld
+    assert done == ["while the other computes"]

@@ -48,7 +48,6 @@ from hmm_datasets.memory import (
     low_rank_lemma1,
     masked_mean,
     memory_bayes_probs,
-    memory_computing_elsewhere,
     scored_positions,
     share_reaching_row_start,
     total_variation,
@@ -143,9 +142,9 @@ def memory_equivalent(
     `tv_bayes_memory_vs_full`."""
     per_row: dict[int, torch.Tensor] = {}  # L -> [B, L-1] TV(memory-L Bayes, full)
 
-    def evaluate(memory: int) -> float:
+    def evaluate(memory: int, meanwhile=None) -> float:
         if memory not in per_row:
-            probs = memory_bayes_probs(params, ids, [memory])[memory]
+            probs = memory_bayes_probs(params, ids, [memory], meanwhile)[memory]
             per_row[memory] = total_variation(probs, bayes_full)
         return masked_mean(per_row[memory], scored)
 
@@ -161,11 +160,11 @@ def memory_equivalent(
         low, high = grid[first - 1], grid[first]
         while high - low > 1:
             middle = (low + high) // 2
-            if memory_computing_elsewhere(params, ids, middle):  # a worker beside: the next one meanwhile
-                following = likely_next_memory(low, middle, high, evaluate(low), evaluate(high), target)
-                if following is not None:
-                    memory_bayes_probs(params, ids, [following])  # cached, not evaluated until needed
-            low, high = (low, middle) if evaluate(middle) <= target else (middle, high)
+            following = likely_next_memory(low, middle, high, evaluate(low), evaluate(high), target)
+            meanwhile = (
+                None if following is None else lambda m=following: memory_bayes_probs(params, ids, [m])
+            )
+            low, high = (low, middle) if evaluate(middle, meanwhile) <= target else (middle, high)
     evaluated = sorted(per_row)
     counts = scored.sum(1).double().numpy()
     sums = np.stack([torch.where(scored, per_row[m], 0.0).sum(1).numpy() for m in evaluated], 1)  # [B, M]
@@ -189,7 +188,8 @@ def likely_next_memory(low: int, middle: int, high: int, tv_low: float, tv_high:
     placing the crossing of `target` with log TV linear between (low, tv_low) and (high, tv_high):
     the middle of the lower half if it is at or below `middle`, of the upper half otherwise;
     None where that half holds no integer memory left to evaluate. A process whose `middle` is
-    being computed by another one computes this meanwhile instead of waiting."""
+    being computed by another one computes this meanwhile instead of waiting (only cached: it
+    enters the record when the bisection evaluates it)."""
     _, [crossing] = memory_crossing([low, high], [tv_low, tv_high], target)
     lower, upper = (low, middle) if crossing <= middle else (middle, high)
     return (lower + upper) // 2 if upper - lower > 1 else None
