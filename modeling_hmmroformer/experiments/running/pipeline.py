@@ -9,7 +9,9 @@ records without redoing a finished model, and its report reads records only.
 A study run with `jobs` > 1 (`--jobs`) trains and analyses its models side by side in that many
 worker processes, before the report (`run_models_side_by_side`): their training starts as soon as
 the corpus is there, beside the shared analyses (Lemma 1, the yardsticks) that this process
-computes meanwhile (`train_side_by_side`), and their analyses follow the shared ones.
+computes meanwhile (`train_side_by_side`), and their analyses follow the shared ones. Every other
+model probes before its Figure 1 (`staggered`), so that two workers compute the exact
+predictions those stages share at the same time rather than one waiting for the other.
 
 The folder's state file names the settings' fingerprint and every complete stage with its
 wall time. A rerun skips the complete stages and redoes the others (and the corpus stage when its
@@ -255,7 +257,10 @@ def workers(
     log(f"{what}{len(models)} models in {jobs} processes {where}, {threads} thread(s) each ...")
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
-        futures = [pool.submit(run_model_stages, p, m, threads, jobs, names) for m in models]
+        futures = [
+            pool.submit(run_model_stages, p, m, threads, jobs, names, position)
+            for position, m in enumerate(models)
+        ]
         torch.set_num_threads(threads_beside(total, threads * min(jobs, len(models))))
         try:
             yield
@@ -276,18 +281,36 @@ def threads_beside(total: int, busy: int) -> int:
     return max(1, total - busy)
 
 
+def staggered(stages: tuple[str, ...], position: int) -> tuple[str, ...]:
+    """A worker's order of its model's `stages`: the model at an odd `position` side by side runs
+    its probes before its Figure 1. Both stages read exact predictions that the workers share
+    (`hmm_datasets.cache`: the Bayes predictor of Figure 1's rows, the beliefs of the probe
+    rows), and neither reads the other's output, so two models started together compute those
+    at the same time instead of one waiting for what the other computes."""
+    if position % 2 == 0 or not {"evaluate", "probe"} <= set(stages):
+        return stages
+    swap = {"evaluate": "probe", "probe": "evaluate"}
+    return tuple(swap.get(stage, stage) for stage in stages)
+
+
 def run_model_stages(
-    p: Pipeline, m: ModelRun, threads: int, jobs: int, names: tuple[str, ...] | None = None
+    p: Pipeline,
+    m: ModelRun,
+    threads: int,
+    jobs: int,
+    names: tuple[str, ...] | None = None,
+    position: int = 0,
 ) -> None:
     """A worker of `run_models_side_by_side` (one of `jobs`): model `m`'s stages (`names`, by
-    default all of them and its record), in order, with `threads` threads."""
+    default all of them and its record), in order (`staggered` by its `position` among the models
+    side by side), with `threads` threads."""
     torch.set_num_threads(threads)
     os.environ[SIDE_BY_SIDE_ENV] = str(jobs)  # the cores are shared on purpose: no idle-core warning
     if not p.progress:
         transformers.utils.logging.disable_progress_bar()
     state = read_pipeline_state(p)
     plan = p.stages(state)
-    for name in names or (*model_stages(p, m), "record"):
+    for name in staggered(names or (*model_stages(p, m), "record"), position):
         stage = m.stage(name)
         run_stage(p.state_path, state, stage, plan[stage], stage, print)
 

@@ -31,6 +31,7 @@ from modeling_hmmroformer.experiments.running.pipeline import (
     read_pipeline_state,
     reuse_shared_stages,
     run_pipeline,
+    staggered,
     threads_beside,
 )
 from modeling_hmmroformer.experiments.running.plan import MODEL_STAGES, make_pipeline
@@ -395,9 +396,11 @@ def test_models_side_by_side_give_the_records_of_one_at_a_time(tmp_path, quick_s
     training = logged.index("training 2 models in 2 processes beside the shared stages, 1 thread(s) each ...")
     shared = [i for i, line in enumerate(logged) if line.endswith(("] lemma1 ...", "] yardsticks ..."))]
     assert len(shared) == 2 and training < min(shared)
-    record = "models/depth2-seed0/record.json"
-    one, two = (json.loads((folder / record).read_text()) for folder in (quick_studied[0], tmp_path / "two"))
-    assert without_times(one) == without_times(two)
+    for record in ("models/depth2-seed0/record.json", "models/depth2-seed1/record.json"):  # seed 1 staggered
+        one, two = (
+            json.loads((folder / record).read_text()) for folder in (quick_studied[0], tmp_path / "two")
+        )
+        assert without_times(one) == without_times(two)
     # Lemma 1's memory-L predictions, made before the workers started, served their memory stages
     assert list((tmp_path / "two" / ".predictions").glob("bayes-memory-*.safetensors"))
     assert cache.CACHE_ENV not in os.environ  # set only while the stages ran
@@ -411,6 +414,17 @@ def test_models_side_by_side_give_the_records_of_one_at_a_time(tmp_path, quick_s
     assert [line for line in logged if line.endswith("...")] == [
         f"[{i}/16] {name} depth2 seed1 ..." for i, name in enumerate((*MODEL_STAGES, "record"), start=10)
     ] + ["[16/16] report ..."]
+
+
+def test_every_other_model_side_by_side_probes_before_its_figure1():
+    stages = (*MODEL_STAGES, "record")
+    assert staggered(stages, 0) == staggered(stages, 2) == stages
+    odd = staggered(stages, 1)
+    assert sorted(odd) == sorted(stages) and odd.index("probe") < odd.index("evaluate")
+    assert [s for s in odd if s not in ("probe", "evaluate")] == [
+        s for s in stages if s not in ("probe", "evaluate")
+    ]
+    assert staggered(("train",), 1) == ("train",)  # the trainings beside the shared stages
 
 
 @pytest.mark.parametrize(
