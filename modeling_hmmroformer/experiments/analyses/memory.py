@@ -160,7 +160,8 @@ def memory_equivalent(
         low, high = grid[first - 1], grid[first]
         while high - low > 1:
             middle = (low + high) // 2
-            following = likely_next_memory(low, middle, high, evaluate(low), evaluate(high), target)
+            curve = {memory: evaluate(memory) for memory in per_row}  # every memory evaluated so far
+            following = likely_next_memory(low, middle, high, curve, target)
             meanwhile = (
                 None if following is None else lambda m=following: memory_bayes_probs(params, ids, [m])
             )
@@ -183,15 +184,24 @@ def memory_equivalent(
     return result
 
 
-def likely_next_memory(low: int, middle: int, high: int, tv_low: float, tv_high: float, target: float):
-    """The memory the bisection between `low` and `high` evaluates after `middle`, guessed by
-    placing the crossing of `target` with log TV linear between (low, tv_low) and (high, tv_high):
-    the middle of the lower half if it is at or below `middle`, of the upper half otherwise;
-    None where that half holds no integer memory left to evaluate. A process whose `middle` is
-    being computed by another one computes this meanwhile instead of waiting (only cached: it
-    enters the record when the bisection evaluates it)."""
-    _, [crossing] = memory_crossing([low, high], [tv_low, tv_high], target)
-    lower, upper = (low, middle) if crossing <= middle else (middle, high)
+def likely_next_memory(low: int, middle: int, high: int, curve: dict[int, float], target: float):
+    """The memory the bisection between `low` and `high` evaluates after `middle`, guessed from
+    `curve` (memory -> mean TV(memory-L Bayes, full), the memories evaluated so far, `low` and
+    `high` among them): log TV at `middle` is read off the parabola in L through the bracket's
+    ends and the evaluated memory nearest them (the line through the ends where there is no
+    other); at or below `target` the bisection goes on in the lower half, else in the upper one,
+    and the guess is that half's middle (None where it holds no integer memory left). Lemma 1's
+    decay is not exactly exponential: at K = 8192 log TV bends down between 4 and 8, where a line
+    would guess the wrong half. A process whose `middle` another one is computing computes the
+    guess meanwhile instead of waiting (only cached: it enters the record when the bisection
+    evaluates it)."""
+    others = sorted(
+        (m for m in curve if m not in (low, high)), key=lambda m: min(abs(m - low), abs(m - high))
+    )
+    memories = [low, high, *others[:1]]
+    log_tv = np.log(np.maximum([curve[m] for m in memories], FIT_FLOOR))
+    at_middle = np.polyval(np.polyfit(memories, log_tv, len(memories) - 1), middle)
+    lower, upper = (low, middle) if at_middle <= np.log(max(target, FIT_FLOOR)) else (middle, high)
     return (lower + upper) // 2 if upper - lower > 1 else None
 
 

@@ -112,23 +112,29 @@ def test_the_memory_computed_while_another_worker_computes_the_middle_changes_no
     assert asked[asked.index([6]) + 1] in ([5], [7])  # prepared while waiting for 6, by the crossing
 
 
-@pytest.mark.parametrize(
-    ("tv_low", "tv_high", "target", "expected"),
-    [
-        (1.0, 0.01, 0.5, 5),  # the crossing near the low end: the lower half
-        (1.0, 0.01, 0.02, 7),  # near the high end: the upper half
-        (1.0, 0.01, 0.101, 5),  # just before the middle (log-halfway is 0.1)
-        (1.0, 0.01, 0.099, 7),  # just past it
-    ],
-)
-def test_the_likely_next_memory_follows_the_crossing(tv_low, tv_high, target, expected):
-    assert likely_next_memory(4, 6, 8, tv_low, tv_high, target) == expected
+EXPONENTIAL = {m: float(np.exp(-0.5 * m)) for m in (1, 2, 4, 8, 16)}  # log TV linear in L
+
+
+@pytest.mark.parametrize(("above", "lower_half"), [(0.999, False), (1.001, True)])
+def test_on_an_exponential_decay_the_guess_follows_the_crossing(above, lower_half):
+    # the model's TV just below TV(6) (the crossing above 6: the upper half), or just above it
+    target = above * float(np.exp(-3.0))
+    assert likely_next_memory(4, 6, 8, EXPONENTIAL, target) == (5 if lower_half else 7)
+
+
+def test_the_guess_reads_the_bend_of_the_curve():
+    # log TV bending down between 4 and 8 (the K = 8192 models' curve): TV(6) is nearer TV(4) than
+    # the line through 4 and 8 says, so a model between the line and the curve lies past 6
+    bending = {2: 0.631, 4: 0.528, 8: 0.187, 16: 0.0155}
+    target = 0.334  # the line through 4 and 8 crosses it before 6; the parabola after
+    assert likely_next_memory(4, 6, 8, {4: 0.528, 8: 0.187}, target) == 5  # the line alone
+    assert likely_next_memory(4, 6, 8, bending, target) == 7
 
 
 def test_no_next_memory_where_the_half_holds_none():
-    assert likely_next_memory(4, 5, 6, 1.0, 0.01, 0.5) is None  # 5 is the last between 4 and 6
-    assert likely_next_memory(4, 5, 6, 1.0, 0.01, 0.02) is None
-    assert likely_next_memory(4, 6, 9, 1.0, 0.01, 0.02) == 7  # the upper half 6..9: 7
+    assert likely_next_memory(4, 5, 6, EXPONENTIAL | {6: float(np.exp(-3.0))}, 0.5) is None  # 5 is the last
+    assert likely_next_memory(4, 5, 6, {4: 0.2, 6: 0.1, 8: 0.05}, 0.01) is None
+    assert likely_next_memory(6, 7, 9, {6: 0.2, 9: 0.1}, 0.01) == 8  # the upper half 7..9: 8
 
 
 def test_a_model_further_from_bayes_than_every_memory_of_the_grid_extends_it(rows64):
