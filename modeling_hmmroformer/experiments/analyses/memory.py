@@ -195,10 +195,12 @@ def likely_next_memory(low: int, middle: int, high: int, curve: dict[int, float]
     would guess the wrong half. A process whose `middle` another one is computing computes the
     guess meanwhile instead of waiting (only cached: it enters the record when the bisection
     evaluates it)."""
-    others = sorted(
-        (m for m in curve if m not in (low, high)), key=lambda m: min(abs(m - low), abs(m - high))
+    nearest = min(
+        (m for m in curve if m not in (low, high)),
+        key=lambda m: min(abs(m - low), abs(m - high)),
+        default=None,
     )
-    memories = [low, high, *others[:1]]
+    memories = [low, high] + ([] if nearest is None else [nearest])
     log_tv = np.log(np.maximum([curve[m] for m in memories], FIT_FLOOR))
     at_middle = np.polyval(np.polyfit(memories, log_tv, len(memories) - 1), middle)
     lower, upper = (low, middle) if at_middle <= np.log(max(target, FIT_FLOOR)) else (middle, high)
