@@ -62,7 +62,8 @@ def analyse(model_path: str, out: Path, with_lemma1: bool) -> dict:
         from modeling_hmmroformer.experiments.analyses.memory import corpus_lemma1, corpus_model_memory
         from modeling_hmmroformer.experiments.figures import model as plots
 
-        write_figure1 = plots.write_figure1
+        def write_figure1(result, folder):
+            plots.write_figure1(result.to_dict(), folder)
 
         def write_lemma1(data, memories, folder):
             plots.write_lemma1(corpus_lemma1(data, memories), folder)

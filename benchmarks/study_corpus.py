@@ -103,7 +103,7 @@ def trained_model_vs_bayes(name: str, changes: dict) -> dict:
     seconds = time.perf_counter() - started
     model = load_hmm_roformer(str(folder))
     result = figure1(model, load_evaluation_data(run.corpus_config(), 512), progress=False)
-    return {"train_seconds": seconds, **result["model_vs_bayes"]}
+    return {"train_seconds": seconds, **result.model_vs_bayes}
 
 
 def main() -> int:

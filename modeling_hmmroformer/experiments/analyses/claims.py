@@ -32,6 +32,7 @@ from ..decisions.verdicts import (
     gain_lead,
     slope,
 )
+from .evaluation import Figure1Result
 
 TESTABLE_MARGIN = 0.02  # a previous-token distance is testable when its peak beats each floor's by this
 NETWORKS = ("trained", "twin", "tokens")
@@ -382,14 +383,15 @@ def demonstration_ends(test_length: int, demo_length: int) -> np.ndarray:
     return (position > 0) & (position % demo_length == 0)
 
 
-def figure1_profile(figure1: dict, name: str) -> dict:
-    """A predictor's gain from demonstrations and along the test sequence (`figure1.json`): the
-    second half of the test sequence against tokens 1..n-1, demonstration ends left out."""
-    counts, accuracy = figure1["demo_counts"], figure1["by_num_demos"][name]["accuracy"]
-    position = np.asarray(figure1["by_test_position"][name], dtype=float)
-    keep = ~demonstration_ends(position.size, figure1["layout"]["demo_length"])
+def figure1_profile(figure1: Figure1Result, name: str) -> dict:
+    """A predictor's gain from demonstrations and along the test sequence (Figure 1's curves):
+    the second half of the test sequence against tokens 1..n-1, demonstration ends left out."""
+    counts, accuracy = figure1.demo_counts, figure1.by_num_demos[name]["accuracy"]
+    position = np.asarray(figure1.by_test_position[name], dtype=float)
+    demo_length = figure1.layout["demo_length"]
+    keep = ~demonstration_ends(position.size, demo_length)
     early = np.zeros_like(keep)
-    early[1 : figure1["layout"]["demo_length"]] = True
+    early[1:demo_length] = True
     late = np.zeros_like(keep)
     late[position.size // 2 :] = True
     return {
@@ -410,7 +412,7 @@ def attention_profile(probes: dict, knockout: dict | None, network: str) -> dict
     }
 
 
-def profiles(figure1: dict | None, probes: dict, knockout: dict | None, depth: int) -> list[dict]:
+def profiles(figure1: Figure1Result | None, probes: dict, knockout: dict | None, depth: int) -> list[dict]:
     """One dict per probe split, network ("trained", "twin", "tokens") -> profile: the plain curves
     every claim reads. The twin is absent from a run without the control; the token-only
     baseline has probe curves only (one value per curve)."""

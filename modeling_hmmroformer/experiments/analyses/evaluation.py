@@ -14,6 +14,8 @@ that the model closes; a model below that predictor is "below the in-context bas
 
 from __future__ import annotations
 
+from dataclasses import MISSING, asdict, dataclass, fields
+
 import numpy as np
 import torch
 
@@ -28,6 +30,58 @@ from hmm_datasets.scoring import (
 )
 
 TWIN_LABEL = "untrained twin"
+
+
+@dataclass(kw_only=True)
+class Figure1Result:
+    """Figure 1 of one model on one set of test rows: its `figure1.json` keeps the fields in this
+    order. Curves are keyed by predictor name ("model", "twin" where it was scored, "bayes",
+    "oracle" and the in-context ladder's rungs); `labels` names each for a reader.
+
+    `layout`: the rows' `num_demos`, `demo_length` and `test_length`. `demo_counts`: the
+    numbers of demonstrations scored, in order. `by_num_demos`: per predictor its `accuracy`
+    (all test tokens but the first) and `early_accuracy` (test tokens 1..`early_tokens`), one
+    value per demonstration count. `kl_bayes_by_num_demos`: KL(Bayes-optimal ‖ predictor) in
+    nats/token per demonstration count (Bayes itself left out). `by_test_position` and
+    `kl_bayes_by_test_position`: per test position, all demonstrations. `ladder`: the in-context
+    ladder on these rows (`hmm_datasets.scoring.predictor_ladder`). `model_vs_bayes`: over the
+    whole test sequence: the model's, Bayes's and the oracle's accuracy, the model's agreement
+    with Bayes's argmax, KL(Bayes ‖ model) and excess NLL.
+
+    A Figure 1 written before the labels, the KL curves and the ladder existed (the committed
+    `results/paper`) has them None, and its JSON leaves them out."""
+
+    num_rows: int
+    layout: dict[str, int]
+    demo_counts: list[int]
+    early_tokens: int
+    labels: dict[str, str] | None = None
+    by_num_demos: dict[str, dict[str, list[float]]]
+    kl_bayes_by_num_demos: dict[str, list[float]] | None = None
+    by_test_position: dict[str, list[float]]
+    kl_bayes_by_test_position: dict[str, list[float]] | None = None
+    ladder: dict | None = None
+    model_vs_bayes: dict[str, float]
+
+    def label(self, name: str) -> str:
+        """A predictor's name for a reader (its name itself where the result keeps no labels)."""
+        return (self.labels or {}).get(name, name)
+
+    def to_dict(self) -> dict:
+        """The JSON object (fields in order; a field the result does not have left out)."""
+        return {key: value for key, value in asdict(self).items() if value is not None}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Figure1Result:
+        """A result from its JSON object; `ValueError` naming a field it does not know or lacks."""
+        known = [f.name for f in fields(cls)]
+        unknown = sorted(set(data) - set(known))
+        if unknown:
+            raise ValueError(f"a figure1.json has no field {unknown[0]!r} (its fields: {', '.join(known)})")
+        missing = [f.name for f in fields(cls) if f.name not in data and f.default is MISSING]
+        if missing:
+            raise ValueError(f"a figure1.json lacks {missing[0]!r}: write it again with scripts/figure1.py")
+        return cls(**data)
 
 
 def load_evaluation_data(data: str | HMMMixtureConfig, rows: int | None = None) -> CorpusRows:
@@ -72,9 +126,11 @@ def model_predictor(
     return Predictor(name, label, next_token_probs)
 
 
-def figure1(model, data: CorpusRows, *, twin=None, batch_size: int = 64, progress: bool = True) -> dict:
-    """Accuracy and excess-KL curves of the model and every reference predictor (JSON-ready;
-    module docstring). With `twin` (the model's untrained twin) it is scored beside them as
+def figure1(
+    model, data: CorpusRows, *, twin=None, batch_size: int = 64, progress: bool = True
+) -> Figure1Result:
+    """Accuracy and excess-KL curves of the model and every reference predictor (module
+    docstring). With `twin` (the model's untrained twin) it is scored beside them as
     "twin": the control of every effect the study decides."""
     layout, vocab = data.layout, data.config.vocab_size
     check = getattr(model, "config", None)
@@ -93,39 +149,37 @@ def figure1(model, data: CorpusRows, *, twin=None, batch_size: int = 64, progres
     early = slice(1, 1 + EARLY_TOKENS)
     full = scores[layout.num_demos]
     model_scores = full["model"]
-    return {
-        "num_rows": int(data.input_ids.shape[0]),
-        "layout": {
+    return Figure1Result(
+        num_rows=int(data.input_ids.shape[0]),
+        layout={
             "num_demos": layout.num_demos,
             "demo_length": layout.demo_length,
             "test_length": layout.test_length,
         },
-        "demo_counts": list(scores),
-        "early_tokens": EARLY_TOKENS,
-        "labels": {name: predictor.label for name, predictor in predictors.items()},
-        "by_num_demos": {
+        demo_counts=list(scores),
+        early_tokens=EARLY_TOKENS,
+        labels={name: predictor.label for name, predictor in predictors.items()},
+        by_num_demos={
             name: {
                 "accuracy": [mean_over_tokens(s[name]["correct"]) for s in scores.values()],
                 "early_accuracy": [mean_over_tokens(s[name]["correct"], early) for s in scores.values()],
             }
             for name in predictors
         },
-        "kl_bayes_by_num_demos": {  # KL(Bayes-optimal ‖ predictor), nats/token, on test tokens 1..T-1
+        kl_bayes_by_num_demos={  # on test tokens 1..T-1
             name: [mean_over_tokens(s[name]["kl"]) for s in scores.values()]
             for name in predictors
             if name != "bayes"
         },
-        "by_test_position": {name: full[name]["correct"].tolist() for name in predictors},
-        "kl_bayes_by_test_position": {
-            name: full[name]["kl"].tolist() for name in predictors if name != "bayes"
-        },
-        "ladder": predictor_ladder(
+        by_test_position={name: full[name]["correct"].tolist() for name in predictors},
+        kl_bayes_by_test_position={name: full[name]["kl"].tolist() for name in predictors if name != "bayes"},
+        ladder=predictor_ladder(
             {name: mean_over_tokens(full[name]["correct"]) for name in predictors},
             {name: predictor.label for name, predictor in predictors.items()},
             list(IN_CONTEXT),
             {name: mean_over_tokens(full[name]["kl"]) for name in predictors if name != "bayes"},
         ),
-        "model_vs_bayes": {  # over the whole test sequence, token 0 included (it has context here)
+        model_vs_bayes={  # over the whole test sequence, token 0 included (it has context here)
             "model_accuracy": float(np.nanmean(model_scores["correct"])),
             "bayes_accuracy": float(np.nanmean(full["bayes"]["correct"])),
             "oracle_accuracy": float(np.nanmean(full["oracle"]["correct"])),
@@ -133,4 +187,4 @@ def figure1(model, data: CorpusRows, *, twin=None, batch_size: int = 64, progres
             "kl_bayes_model": float(np.nanmean(model_scores["kl"])),
             "excess_nll": float(np.nanmean(model_scores["excess_nll"])),
         },
-    }
+    )

@@ -9,15 +9,16 @@ from __future__ import annotations
 from probing.records import DECIDING_POSITIONS, read_records
 
 from .claims import decide_claims, model_statistics, profiles
+from .evaluation import Figure1Result
 from .memory import recorded_memory_equivalent
 
 
-def summarize_figure1(figure1: dict) -> dict:
-    """The headline in-context numbers of a `figure1.json`: model next to Bayes-optimal and oracle."""
-    counts = figure1["demo_counts"]
+def summarize_figure1(figure1: Figure1Result) -> dict:
+    """The headline in-context numbers of a Figure 1: model next to Bayes-optimal and oracle."""
+    counts = figure1.demo_counts
     full, none = counts.index(max(counts)), counts.index(0)
-    by = figure1["by_num_demos"]
-    versus = figure1["model_vs_bayes"]
+    by = figure1.by_num_demos
+    versus = figure1.model_vs_bayes
 
     def row(label: str, key: str, index: int) -> dict:
         return {
@@ -25,7 +26,7 @@ def summarize_figure1(figure1: dict) -> dict:
             **{name: by[name][key][index] for name in ("model", "bayes", "oracle")},
         }
 
-    test_length, early = figure1["layout"]["test_length"], figure1["early_tokens"]
+    test_length, early = figure1.layout["test_length"], figure1.early_tokens
     headline = [
         row(f"top-1 accuracy, {max(counts)} demonstrations", "accuracy", full),
         row(f"top-1 accuracy, {max(counts)} demonstrations, test tokens 1..{early}", "early_accuracy", full),
@@ -50,20 +51,19 @@ def summarize_figure1(figure1: dict) -> dict:
             "oracle": None,
         },
     ]
-    labels = figure1.get("labels", {})
     return {
-        "num_rows": figure1["num_rows"],
+        "num_rows": figure1.num_rows,
         "test_length": test_length,
         "early_tokens": early,
         "headline": headline,
-        "predictors": [labels.get(name, name) for name in by],
+        "predictors": [figure1.label(name) for name in by],
         "by_num_demos": [
             {"demos": m, "accuracy": [by[name]["accuracy"][i] for name in by]} for i, m in enumerate(counts)
         ],
         "accuracy": {name: by[name]["accuracy"][full] for name in ("model", "bayes", "oracle")},
         "accuracy_no_demos": {name: by[name]["accuracy"][none] for name in ("model", "bayes", "oracle")},
         "model_vs_bayes": versus,
-        "ladder": summarize_ladder(figure1["ladder"]) if "ladder" in figure1 else None,
+        "ladder": None if figure1.ladder is None else summarize_ladder(figure1.ladder),
     }
 
 
@@ -120,15 +120,17 @@ def belief_table(probes: dict | None) -> list[dict]:
     return rows
 
 
-def model_claims(figure1: dict | None, probes: dict | None, knockout: dict | None, depth: int) -> list[dict]:
+def model_claims(
+    figure1: Figure1Result | None, probes: dict | None, knockout: dict | None, depth: int
+) -> list[dict]:
     """Each claim of `claims.CLAIMS` on one model, as the study's rule reads one seed
     (`claims.decide_claims`: its own statistic, its effects over the twin and the token-only
     baseline, the spread across probe splits, "undecided (1 seed)", or why it cannot be read:
     "n/a (no figure 1)", "n/a (no knock-out)").
 
-    `figure1`, `probes` and `knockout` are the raw `figure1.json`, `probe_results.json` and
-    `knockout.json` (None where absent); probe results written before the probe splits have no
-    claims.
+    `figure1` is the model's Figure 1, `probes` and `knockout` the raw `probe_results.json` and
+    `knockout.json` (each None where absent); probe results written before the probe splits have
+    no claims.
     """
     if probes is None or "splits" not in probes:
         return []

@@ -49,8 +49,8 @@ def main(argv: list[str] | None = None) -> int:
         result = figure1(model, data, batch_size=args.batch_size)
     except (ValueError, OSError) as error:
         return refuse(error)
-    paths = write_figure1(result, Path(args.out) if args.out else folder / "figure1")
-    print(figure1_text(result))
+    paths = write_figure1(result.to_dict(), Path(args.out) if args.out else folder / "figure1")
+    print(figure1_text(result.to_dict()))
     print(f"\nwrote {paths['json']} and {paths['png']}")
     return 0
 

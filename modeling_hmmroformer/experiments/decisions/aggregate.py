@@ -20,6 +20,7 @@ import numpy as np
 from hmm_datasets.config import HMMMixtureConfig
 
 from ..analyses.claims import counted, decide_report, layer_one, model_statistics, profiles
+from ..analyses.evaluation import Figure1Result
 from ..analyses.ladder_gate import model_places, past_ladder, places_across_seeds
 from ..analyses.memory import recorded_memory_equivalent
 from ..analyses.record import RECORD_VERSION, ModelRecord
@@ -50,11 +51,11 @@ def model_record(
         fingerprint=fingerprint,
         depth=depth,
         seed=seed,
-        model_vs_bayes=fig1["model_vs_bayes"],
-        ladder=fig1.get("ladder"),
+        model_vs_bayes=fig1.model_vs_bayes,
+        ladder=fig1.ladder,
         kl_bayes_by_num_demos={
-            "demo_counts": fig1["demo_counts"],
-            **{name: fig1["kl_bayes_by_num_demos"][name] for name in ("model", "twin")},
+            "demo_counts": fig1.demo_counts,
+            **{name: fig1.kl_bayes_by_num_demos[name] for name in ("model", "twin")},
         },
         kl_bayes_by_test_position=kl_curves_by_test_position(fig1),
         profiles=splits[0],
@@ -83,14 +84,14 @@ def development_statistics(probes_by_step: dict[int, dict], depth: int) -> dict[
     }
 
 
-def kl_curves_by_test_position(fig1: dict) -> dict:
+def kl_curves_by_test_position(fig1: Figure1Result) -> dict:
     """KL(Bayes ‖ ·) at each test position, all demonstrations: the model, its twin and the best
     in-context predictor of the ladder (None without a ladder)."""
-    curves, best = fig1["kl_bayes_by_test_position"], (fig1.get("ladder") or {}).get("best_in_context")
+    curves, best = fig1.kl_bayes_by_test_position, (fig1.ladder or {}).get("best_in_context")
     return {
         "model": curves["model"],
         "twin": curves["twin"],
-        "in_context": None if best is None else {"label": fig1["labels"][best], "kl": curves[best]},
+        "in_context": None if best is None else {"label": fig1.label(best), "kl": curves[best]},
     }
 
 

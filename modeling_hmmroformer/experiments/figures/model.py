@@ -168,7 +168,8 @@ def plot_lemma1(result: dict, path: str | Path) -> Path:
 
 # ---- a figure with its numbers: JSON and PNG side by side in a folder ---------------------------
 def write_figure1(result: dict, out: str | Path) -> dict[str, Path]:
-    """`figure1.json` and `figure1.png` of `evaluation.figure1`'s result in `out`."""
+    """`figure1.json` and `figure1.png` of `evaluation.figure1`'s result (its JSON form,
+    `Figure1Result.to_dict`) in `out`."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     json_path = write_json(out / names.FIGURE1_JSON, result)

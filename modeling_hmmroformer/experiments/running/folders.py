@@ -29,7 +29,7 @@ from probing.summary import summarize_probe_results
 
 from .. import names
 from ..analyses.development import Development, NetworkPlace, place_network
-from ..analyses.evaluation import model_next_token_probs
+from ..analyses.evaluation import Figure1Result, model_next_token_probs
 from ..analyses.summary import belief_table, model_claims, summarize_figure1, summarize_memory
 from ..analyses.yardsticks import SPLITS, ladder_predictions
 
@@ -126,14 +126,16 @@ ANALYSES_RECORDED = ("figure1", "probes", "knockout", "model_memory", "yardstick
 
 
 def read_model_results(folder: Path) -> dict:
-    """What `decisions.aggregate.model_record` reads of a study's model folder: Figure 1 and the
-    probes, and, None where they were not made, the knock-out, the model's memory, its place on
-    the yardsticks, its development and the probes of its kept networks (step -> probe results)."""
+    """What `decisions.aggregate.model_record` reads of a study's model folder: Figure 1 (a
+    `Figure1Result`) and the probes, and, None where they were not made, the knock-out, the
+    model's memory, its place on the yardsticks, its development and the probes of its kept
+    networks (step -> probe results)."""
     files = {name: folder / names.ANALYSIS_FILES[name] for name in ANALYSES_RECORDED}
     results = {name: read_json_or_none(path) for name, path in files.items()}
     for name in ("figure1", "probes", "model_memory"):  # every model has them
         if results[name] is None:
             raise ValueError(f"{files[name]} is missing: the model's {name} stage has not run.")
+    results["figure1"] = Figure1Result.from_dict(results["figure1"])
     probed = sorted((folder / names.DEVELOPMENT_PROBES).glob(f"step-*/{names.PROBES_JSON}"))
     results["development_probes"] = {step_of(path.parent.name): read_json_or_none(path) for path in probed}
     return results
@@ -183,11 +185,12 @@ def summarize_model_folder(folder: str | os.PathLike) -> dict:
     summary["training"] = raw["training"]
     run_config = folder / names.RUN_CONFIG_YAML
     summary["run_config"] = yaml.safe_load(run_config.read_text()) if run_config.is_file() else None
-    summary["in_context"] = summarize_figure1(raw["figure1"]) if raw["figure1"] else None
+    figure1 = None if raw["figure1"] is None else Figure1Result.from_dict(raw["figure1"])
+    summary["in_context"] = None if figure1 is None else summarize_figure1(figure1)
     summary["probes"] = summarize_probe_results(raw["probes"]) if raw["probes"] else None
     summary["memory"] = summarize_memory(raw["lemma1"], raw["model_memory"])
     summary["beliefs"] = belief_table(raw["probes"])
-    summary["claims"] = model_claims(raw["figure1"], raw["probes"], raw["knockout"], config.num_hidden_layers)
+    summary["claims"] = model_claims(figure1, raw["probes"], raw["knockout"], config.num_hidden_layers)
     figure7 = folder.glob(f"{names.PROBES}/{FIGURE7_PATTERN.format(row='*')}")
     summary["figure7"] = sorted(str(p.relative_to(folder)) for p in figure7)
     summary["figures"] = {

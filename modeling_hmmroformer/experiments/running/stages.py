@@ -150,7 +150,7 @@ def evaluate_model(p: Pipeline, m: ModelRun) -> None:
         placed = place_model(probs, tensors, data.layout)
 
     def write(staging: Path) -> None:
-        write_figure1(result, staging)
+        write_figure1(result.to_dict(), staging)
         if placed is not None:
             write_json(staging / names.YARDSTICKS_JSON, placed)
 

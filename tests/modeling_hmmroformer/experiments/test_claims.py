@@ -19,6 +19,7 @@ from modeling_hmmroformer.experiments.analyses.claims import (
     model_statistics,
     profiles,
 )
+from modeling_hmmroformer.experiments.analyses.evaluation import Figure1Result
 from probing.labels import (
     POSITION_GROUPS,
     PREVIOUS_TOKEN_FLOOR,
@@ -189,12 +190,15 @@ def test_test_position_gain_leaves_out_where_a_demonstration_would_end():
     accuracy[1:8] = 0.4
     spiked = accuracy.copy()
     spiked[[8, 16, 24]] = 0.0  # a model that expects a delimiter there
-    figure1 = {
-        "demo_counts": [0, 4],
-        "layout": {"demo_length": 8},
-        "by_num_demos": {"model": {"accuracy": [0.5, 0.6]}},
-        "by_test_position": {"model": spiked.tolist()},
-    }
+    figure1 = Figure1Result(
+        num_rows=1,
+        layout={"demo_length": 8},
+        demo_counts=[0, 4],
+        early_tokens=7,
+        by_num_demos={"model": {"accuracy": [0.5, 0.6]}},
+        by_test_position={"model": spiked.tolist()},
+        model_vs_bayes={},
+    )
     assert figure1_profile(figure1, "model")["position_gain"] == pytest.approx(0.2)
 
 

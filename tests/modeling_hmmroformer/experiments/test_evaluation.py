@@ -12,7 +12,7 @@ from hmm_datasets.ceiling import accuracy_table
 from hmm_datasets.predictors import IN_CONTEXT
 from model_cards.render import figure1_text
 from modeling_hmmroformer import HMMRoFormerConfig, HMMRoFormerForCausalLM
-from modeling_hmmroformer.experiments.analyses.evaluation import figure1, load_evaluation_data
+from modeling_hmmroformer.experiments.analyses.evaluation import Figure1Result, figure1, load_evaluation_data
 from modeling_hmmroformer.experiments.figures.model import write_figure1
 
 TINY_SIZES = {
@@ -44,35 +44,57 @@ def data():
 
 def test_a_bayes_model_reproduces_the_bayes_curves(data):
     result = figure1(BayesAsModel(data.params), data, progress=False)
-    assert result["demo_counts"] == [0, 1, 2, 4]
+    assert result.demo_counts == [0, 1, 2, 4]
     for key in ("accuracy", "early_accuracy"):
-        np.testing.assert_allclose(result["by_num_demos"]["model"][key], result["by_num_demos"]["bayes"][key])
-    assert result["model_vs_bayes"]["agreement"] == 1.0
-    assert result["model_vs_bayes"]["kl_bayes_model"] == pytest.approx(0.0, abs=1e-5)
-    assert list(result["by_test_position"]) == ["model", *IN_CONTEXT, "bayes", "oracle"]
-    assert result["labels"]["bayes"] == "Bayes-optimal"
-    ladder = result["ladder"]  # a model that is Bayes closes the whole gap to Bayes
+        np.testing.assert_allclose(result.by_num_demos["model"][key], result.by_num_demos["bayes"][key])
+    assert result.model_vs_bayes["agreement"] == 1.0
+    assert result.model_vs_bayes["kl_bayes_model"] == pytest.approx(0.0, abs=1e-5)
+    assert list(result.by_test_position) == ["model", *IN_CONTEXT, "bayes", "oracle"]
+    assert result.labels["bayes"] == "Bayes-optimal"
+    ladder = result.ladder  # a model that is Bayes closes the whole gap to Bayes
     assert (
         ladder["gap_closed"]["model"] == pytest.approx(1.0) and ladder["below_in_context"]["model"] is False
     )
     accuracies = [rung["accuracy"] for rung in ladder["rungs"]]
     assert accuracies == sorted(accuracies) and ladder["best_in_context"] in IN_CONTEXT
-    assert len(result["by_test_position"]["oracle"]) == data.config.test_length
+    assert len(result.by_test_position["oracle"]) == data.config.test_length
+
+
+COMMITTED_FIGURE1 = sorted(ROOT.glob("results/**/figure1.json")) + [
+    ROOT / "benchmarks/results/figure1_small.json"
+]
+
+
+@pytest.mark.parametrize("path", COMMITTED_FIGURE1, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_committed_figure1_reads_and_writes_back_byte_for_byte(path):
+    text = path.read_text()
+    assert json.dumps(Figure1Result.from_dict(json.loads(text)).to_dict(), indent=1) + "\n" == text
+
+
+def test_a_figure1_with_an_unknown_or_a_missing_field_is_refused_naming_it(data):
+    written = figure1(BayesAsModel(data.params), data, progress=False).to_dict()
+    assert Figure1Result.from_dict(written).to_dict() == written
+    with pytest.raises(ValueError, match="no field 'curves'"):
+        Figure1Result.from_dict({**written, "curves": {}})
+    with pytest.raises(ValueError, match="lacks 'model_vs_bayes'"):
+        Figure1Result.from_dict({k: v for k, v in written.items() if k != "model_vs_bayes"})
+    older = {k: v for k, v in written.items() if k not in ("labels", "ladder")}  # before they existed
+    assert Figure1Result.from_dict(older).label("bayes") == "bayes"
 
 
 def test_an_untrained_model_is_far_from_bayes_and_files_are_written(data, tmp_path):
     torch.manual_seed(0)
     model = HMMRoFormerForCausalLM(HMMRoFormerConfig(**TINY_SIZES, vocab_size=7))
     result = figure1(model, data, progress=False)
-    assert result["model_vs_bayes"]["kl_bayes_model"] > 0.1
-    bayes = result["by_num_demos"]["bayes"]["early_accuracy"]
+    assert result.model_vs_bayes["kl_bayes_model"] > 0.1
+    bayes = result.by_num_demos["bayes"]["early_accuracy"]
     assert bayes[-1] >= bayes[0]  # demonstrations help the yardstick
-    paths = write_figure1(result, tmp_path / "fig")
+    paths = write_figure1(result.to_dict(), tmp_path / "fig")
     assert json.loads(paths["json"].read_text())["num_rows"] == 48
     assert paths["png"].stat().st_size > 10_000
-    text = figure1_text(result)
+    text = figure1_text(result.to_dict())
     assert "bigram early" in text and "KL(Bayes || model)" in text
-    assert result["ladder"]["below_in_context"]["model"] and "(below the in-context baseline)" in text
+    assert result.ladder["below_in_context"]["model"] and "(below the in-context baseline)" in text
 
 
 def test_the_twin_is_scored_beside_the_model_with_excess_kl_by_demonstrations_and_position(data):
@@ -81,15 +103,15 @@ def test_the_twin_is_scored_beside_the_model_with_excess_kl_by_demonstrations_an
     torch.manual_seed(1)
     other = HMMRoFormerForCausalLM(HMMRoFormerConfig(**TINY_SIZES, vocab_size=7))
     itself = figure1(model, data, twin=model, progress=False)  # a model as its own twin: the same curves
-    assert itself["by_num_demos"]["twin"] == itself["by_num_demos"]["model"]
-    assert itself["kl_bayes_by_num_demos"]["twin"] == itself["kl_bayes_by_num_demos"]["model"]
+    assert itself.by_num_demos["twin"] == itself.by_num_demos["model"]
+    assert itself.kl_bayes_by_num_demos["twin"] == itself.kl_bayes_by_num_demos["model"]
     result = figure1(model, data, twin=other, progress=False)
-    assert result["kl_bayes_by_num_demos"]["twin"] != result["kl_bayes_by_num_demos"]["model"]
-    assert result["labels"]["twin"] == "untrained twin"
-    kl = result["kl_bayes_by_num_demos"]
-    assert "bayes" not in kl and len(kl["model"]) == len(result["demo_counts"])
+    assert result.kl_bayes_by_num_demos["twin"] != result.kl_bayes_by_num_demos["model"]
+    assert result.labels["twin"] == "untrained twin"
+    kl = result.kl_bayes_by_num_demos
+    assert "bayes" not in kl and len(kl["model"]) == len(result.demo_counts)
     assert min(kl["model"]) > 0.05 and min(kl["oracle"]) >= 0  # an untrained model is far from Bayes
-    by_position = result["kl_bayes_by_test_position"]["model"]
+    by_position = result.kl_bayes_by_test_position["model"]
     assert len(by_position) == data.config.test_length
     assert np.nanmean(by_position[1:]) == pytest.approx(kl["model"][-1])
 
@@ -106,12 +128,12 @@ def test_figure1_and_the_dataset_card_table_score_the_predictors_alike(data):
     )
     for index, row in enumerate(table["by_num_demos"]):
         for name in ("bayes", "oracle"):
-            assert result["by_num_demos"][name]["accuracy"][index] == pytest.approx(row[f"{name}_accuracy"])
-            assert result["by_num_demos"][name]["early_accuracy"][index] == pytest.approx(
+            assert result.by_num_demos[name]["accuracy"][index] == pytest.approx(row[f"{name}_accuracy"])
+            assert result.by_num_demos[name]["early_accuracy"][index] == pytest.approx(
                 row[f"{name}_early_accuracy"]
             )
     np.testing.assert_allclose(
-        result["by_test_position"]["oracle"], table["by_test_position"]["oracle_accuracy"]
+        result.by_test_position["oracle"], table["by_test_position"]["oracle_accuracy"]
     )
 
 

@@ -6,6 +6,7 @@ import shutil
 import pytest
 
 from modeling_hmmroformer.experiments.analyses.claims import CLAIMS
+from modeling_hmmroformer.experiments.analyses.evaluation import Figure1Result
 from modeling_hmmroformer.experiments.analyses.summary import model_claims
 from modeling_hmmroformer.experiments.running.folders import summarize_model_folder
 
@@ -14,12 +15,12 @@ def test_claims_are_own_statistics_with_effects_over_the_floors_that_follow_the_
     reproduced_tiny,
 ):
     out, _ = reproduced_tiny
-    figure1 = json.loads((out / "figure1" / "figure1.json").read_text())
+    figure1 = Figure1Result.from_dict(json.loads((out / "figure1" / "figure1.json").read_text()))
     probes = json.loads((out / "probes" / "probe_results.json").read_text())
     knockout = json.loads((out / "knockout" / "knockout.json").read_text())
     claims = model_claims(figure1, probes, knockout, depth=2)
     assert [c["figure"] for c in claims] == [claim.figure for claim in CLAIMS]
-    accuracy, twin = (figure1["by_num_demos"][name]["accuracy"] for name in ("model", "twin"))
+    accuracy, twin = (figure1.by_num_demos[name]["accuracy"] for name in ("model", "twin"))
     gain = claims[0]
     assert gain["own"]["mean"] == pytest.approx(accuracy[-1] - accuracy[0])
     if twin[-1] == twin[0]:  # the tiny twin answers alike with and without demonstrations
@@ -30,9 +31,9 @@ def test_claims_are_own_statistics_with_effects_over_the_floors_that_follow_the_
     for c in claims:  # one seed decides nothing; a 2-layer model has no slope over layers 2..L
         assert c["label"] == "undecided (1 seed)" or c["verdict"] in ("n/a", "not testable")
     # the same model as its own twin: no effect over it
-    itself = json.loads(json.dumps(figure1))
-    itself["by_num_demos"]["twin"] = itself["by_num_demos"]["model"]
-    itself["by_test_position"]["twin"] = itself["by_test_position"]["model"]
+    itself = Figure1Result.from_dict(json.loads(json.dumps(figure1.to_dict())))
+    itself.by_num_demos["twin"] = itself.by_num_demos["model"]
+    itself.by_test_position["twin"] = itself.by_test_position["model"]
     for c in model_claims(itself, probes, knockout, depth=2)[:2]:
         assert c["floors"]["twin"]["mean"] == 0.0
     written_before_the_splits = {key: value for key, value in probes.items() if key != "splits"}
