@@ -2,6 +2,7 @@
 
     python benchmarks/suite_processes.py                   # the whole suite, as `make test` runs it
     python benchmarks/suite_processes.py tests/probing     # pytest arguments: a part of it
+    python benchmarks/suite_processes.py -- -k study tests/modeling_hmmroformer   # options after --
 
 Runs `python -m pytest -q --durations=20` (offline, `MKL_CBWR=AVX2`) with a `sitecustomize`
 on PYTHONPATH that every interpreter the suite starts inherits: at its exit each one appends its
