@@ -58,16 +58,18 @@ def command_name(argv: list[str]) -> str:
     return " ".join(parts) or "(interactive)"
 
 
+def children_cpu_seconds(before: os.times_result, after: os.times_result) -> float:
+    """User + system CPU seconds of the children this process waited for between two `os.times()`."""
+    return (after.children_user - before.children_user) + (after.children_system - before.children_system)
+
+
 def import_cpu_seconds(repeats: int = 3) -> float:
     """CPU seconds (user + system, the child's own) of a fresh `import modeling_hmmroformer`."""
     seconds = []
     for _ in range(repeats):
         before = os.times()
         subprocess.run([sys.executable, "-c", "import modeling_hmmroformer"], check=True)
-        after = os.times()
-        seconds.append(
-            (after.children_user - before.children_user) + (after.children_system - before.children_system)
-        )
+        seconds.append(children_cpu_seconds(before, os.times()))
     return statistics.median(seconds)
 
 
@@ -140,9 +142,7 @@ def main() -> int:
         "exit_status": pytest.returncode,
         "summary": summary,
         "wall_s": round(wall, 1),
-        "cpu_s_all": round(
-            (after.children_user - before.children_user) + (after.children_system - before.children_system), 1
-        ),
+        "cpu_s_all": round(children_cpu_seconds(before, after), 1),
         "pytest_process_cpu_s": round(sum(e["cpu"] for e in own), 1),
         "interpreters_started": sum(row["interpreters"] for row in children),
         "interpreters_cpu_s": round(sum(row["cpu_s"] for row in children), 1),

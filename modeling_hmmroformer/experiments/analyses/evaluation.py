@@ -14,7 +14,7 @@ that the model closes; a model below that predictor is "below the in-context bas
 
 from __future__ import annotations
 
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 import torch
@@ -28,6 +28,8 @@ from hmm_datasets.scoring import (
     predictor_ladder,
     scores_by_demo_count,
 )
+
+from .record import unknown_and_missing
 
 TWIN_LABEL = "untrained twin"
 
@@ -74,11 +76,10 @@ class Figure1Result:
     @classmethod
     def from_dict(cls, data: dict) -> Figure1Result:
         """A result from its JSON object; `ValueError` naming a field it does not know or lacks."""
-        known = [f.name for f in fields(cls)]
-        unknown = sorted(set(data) - set(known))
+        unknown, missing = unknown_and_missing(cls, data)
         if unknown:
-            raise ValueError(f"a figure1.json has no field {unknown[0]!r} (its fields: {', '.join(known)})")
-        missing = [f.name for f in fields(cls) if f.name not in data and f.default is MISSING]
+            known = ", ".join(f.name for f in fields(cls))
+            raise ValueError(f"a figure1.json has no field {unknown[0]!r} (its fields: {known})")
         if missing:
             raise ValueError(f"a figure1.json lacks {missing[0]!r}: write it again with scripts/figure1.py")
         return cls(**data)

@@ -72,17 +72,25 @@ class ModelRecord:
                 f"records of versions {READABLE_VERSIONS[0]} to {READABLE_VERSIONS[-1]} are read: delete it "
                 "(and its model folder's record.json) to analyse that model again."
             )
-        known = [f.name for f in fields(cls)]
-        unknown = sorted(set(data) - set(known))
+        unknown, missing = unknown_and_missing(cls, data)
         if unknown:
-            raise ValueError(f"a model record has no field {unknown[0]!r} (its fields: {', '.join(known)})")
-        missing = [
-            f.name
-            for f in fields(cls)
-            if f.name not in data and f.default is MISSING and f.default_factory is MISSING
-        ]
+            known = ", ".join(f.name for f in fields(cls))
+            raise ValueError(f"a model record has no field {unknown[0]!r} (its fields: {known})")
         if missing:
             raise ValueError(
                 f"the record of depth {data.get('depth')} seed {data.get('seed')} lacks {missing[0]!r}"
             )
         return cls(**data)
+
+
+def unknown_and_missing(cls, data: dict) -> tuple[list[str], list[str]]:
+    """Of a dataclass's JSON object `data`: the keys that are none of `cls`'s fields (sorted), and
+    the fields without a default that it lacks (in field order)."""
+    names = [f.name for f in fields(cls)]
+    unknown = sorted(set(data) - set(names))
+    missing = [
+        f.name
+        for f in fields(cls)
+        if f.name not in data and f.default is MISSING and f.default_factory is MISSING
+    ]
+    return unknown, missing
