@@ -113,7 +113,10 @@ def analyse(model_path: str, out: Path, with_lemma1: bool) -> dict:
     result = run_probing(model, open_corpus(CORPUS), ProbeConfig(), untrained_model=twin, progress=False)
     write_probe_results(result, out / "probes")
     seconds["probe"] = time.perf_counter() - start
-    seconds["probe_timings"] = result.results.get("timings_s", {})
+    results = result.results  # the baseline's are a dict
+    seconds["probe_timings"] = (
+        results.get("timings_s", {}) if isinstance(results, dict) else results.timings_s
+    )
 
     data = load_evaluation_data(CORPUS, MEMORY_ROWS)
     if with_lemma1:

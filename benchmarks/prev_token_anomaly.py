@@ -52,7 +52,7 @@ from probing.labels import (  # noqa: E402
     sample_probe_rows,
     split_rows,
 )
-from probing.records import read_records  # noqa: E402
+from probing.results import ProbeResults  # noqa: E402
 
 DISTANCES = (1, 2, 3, 4, 5)
 # The committed runs' probe settings (results/*/probes/probe_results.json "settings").
@@ -89,7 +89,7 @@ def regenerate(preset: str) -> dict:
 def committed_records(preset: str) -> list[dict]:
     """The trained network's records on all positions, with its floors and ceilings, as JSON."""
     path = ROOT / "results" / preset / "probes" / "probe_results.json"
-    records = read_records(json.loads(path.read_text()))
+    records = ProbeResults.read(path).record_set()
     return [r.to_json() for r in records if r.positions == "all" and r.network != "twin"]
 
 

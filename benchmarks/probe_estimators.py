@@ -65,7 +65,7 @@ def probe_stage(model, corpus, estimator) -> tuple[dict, float]:
     try:
         started = time.perf_counter()
         result = run_probing(model, corpus, ProbeConfig(), progress=False)
-        return result.results, time.perf_counter() - started
+        return result.results.to_dict(), time.perf_counter() - started
     finally:
         layerwise.fit_probes = saved
 

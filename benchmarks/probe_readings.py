@@ -36,7 +36,9 @@ COMPARED = ("records", "splits", "patterns")
 
 def read(network, corpus, twin) -> tuple[dict, float]:
     started = time.perf_counter()
-    results = run_probing(network, corpus, ProbeConfig(), untrained_model=twin, progress=False).results
+    results = run_probing(
+        network, corpus, ProbeConfig(), untrained_model=twin, progress=False
+    ).results.to_dict()
     return results, time.perf_counter() - started
 
 

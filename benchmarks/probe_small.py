@@ -14,7 +14,6 @@ figures to results/probe_small/.
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import time
@@ -33,15 +32,14 @@ def run_probe_script(model: Path, out: Path) -> float:
     return time.perf_counter() - started
 
 
-def float32_difference(model_dir: Path, results: dict) -> float:
+def float32_difference(model_dir: Path, results) -> float:
     """Largest |accuracy(float16 storage) - accuracy(float32 storage)| over every probe record."""
     sys.path.insert(0, str(ROOT))
     from hmm_datasets.corpus import checkpoint_corpus, open_corpus
     from probing import load_hmm_roformer
-    from probing.records import read_records
     from probing.run import ProbeConfig, run_probing
 
-    settings = {**results["settings"], "dtype": "float32"}
+    settings = {**results.settings, "dtype": "float32"}
     config = ProbeConfig(**settings)
     rerun = run_probing(
         load_hmm_roformer(str(model_dir)),
@@ -51,7 +49,7 @@ def float32_difference(model_dir: Path, results: dict) -> float:
     )
 
     def accuracies(results):
-        records = read_records(results)
+        records = results.record_set()
         return {
             (r.target, r.layer): r.value for r in records if (r.metric, r.network) == ("accuracy", "trained")
         }
@@ -73,16 +71,19 @@ def main() -> int:
         )
     out = RESULTS / "probe_small"
     wall = run_probe_script(model, out)
-    results = json.loads((out / "probe_results.json").read_text())
+    sys.path.insert(0, str(ROOT))
+    from probing.results import ProbeResults
+
+    results = ProbeResults.read(out / "probe_results.json")
     difference = float32_difference(model, results)
     summary = {
         "model": str(model),
         "wall_time_s": wall,
         "target_s": TARGET_S,
         "meets_target": wall <= TARGET_S,
-        "stage_times_s": results["timings_s"],
+        "stage_times_s": results.timings_s,
         "float16_vs_float32_max_accuracy_change": difference,
-        "patterns": results["patterns"],
+        "patterns": results.patterns,
         "figures": sorted(path.name for path in out.glob("*.png")),
     }
     path = write_result("probe_small", summary)

@@ -13,7 +13,8 @@ from .belief import BELIEF_GROUPS
 from .figures import pyplot, save_figure
 from .layerwise import BEFORE_NORM_METRIC, CEILINGS
 from .names import FIGURE7_PATTERN, PROBE_FIGURES, PROBES_JSON
-from .records import RecordSet, read_records
+from .records import RecordSet
+from .results import ProbeResults
 
 
 def _band(ax, c: dict, label: str, color, line: str = "-") -> None:
@@ -21,12 +22,12 @@ def _band(ax, c: dict, label: str, color, line: str = "-") -> None:
     ax.fill_between(c["layer"], c["ci_low"], c["ci_high"], color=color, alpha=0.2)
 
 
-def plot_figure2(results: dict, path: Path) -> Path:
+def plot_figure2(results: ProbeResults, path: Path) -> Path:
     """Relative logit change per layer (mean over heads, 95% CI) with its position-only and
     content parts where the results have them (left; top axis: relative depth l/L, shaded:
     the upper layers of the comparison), and the total per (layer, head) (right)."""
     plt = pyplot()
-    records = RecordSet(r for r in read_records(results) if r.target == "shuffle")
+    records = RecordSet(r for r in results.record_set() if r.target == "shuffle")
     layers = sorted({r.layer for r in records})
     heads = sorted({r.head for r in records if r.head is not None})
     grid = np.array(
@@ -44,10 +45,10 @@ def plot_figure2(results: dict, path: Path) -> Path:
         part = records.curve("shuffle", metric)
         if part["layer"].size:
             _band(left, part, label, color, "--")
-    upper = results.get("patterns", {}).get("figure2", {}).get("upper_layers", [])
+    upper = results.patterns.get("figure2", {}).get("upper_layers", [])
     for layer in upper:
         left.axvspan(layer - 0.5, layer + 0.5, color="grey", alpha=0.08, lw=0)
-    num_layers = results["model"]["num_hidden_layers"]
+    num_layers = results.depth
     depth = left.secondary_xaxis("top", functions=(lambda x: x / num_layers, lambda d: d * num_layers))
     depth.set_xticks(
         [layer / num_layers for layer in layers], [f"{layer / num_layers:.2g}" for layer in layers]
@@ -68,12 +69,12 @@ def plot_figure2(results: dict, path: Path) -> Path:
     return save_figure(fig, path)
 
 
-def plot_figure3a(results: dict, path: Path) -> Path:
+def plot_figure3a(results: ProbeResults, path: Path) -> Path:
     """Hidden state (within task) and task identity by layer: accuracy with the untrained
     model's, the token-only baseline and the ceiling (left); the fraction of the headroom
     reached, by position group (right)."""
     plt = pyplot()
-    records = read_records(results)
+    records = results.record_set()
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.5))
     names = {"hidden_state": "hidden state (within task)", "task": "task identity"}
     for color, target in zip(("C0", "C1"), ("hidden_state", "task")):
@@ -94,7 +95,7 @@ def plot_figure3a(results: dict, path: Path) -> Path:
         left.axhline(
             baseline.value, color=color, ls="-.", lw=0.8, alpha=0.6, label=f"{names[target]}: token only"
         )
-    _label_probe_axes(left, results["layers"], "Figure 3(a): linear probes for hidden state and task", 7)
+    _label_probe_axes(left, results.layers, "Figure 3(a): linear probes for hidden state and task", 7)
     for color, group in zip(("C2", "C3", "C4", "C5"), BELIEF_GROUPS):
         for target, line in (("hidden_state", "-"), ("task", "--")):
             c = records.curve(target, "headroom_fraction", positions=group)
@@ -111,18 +112,18 @@ def plot_figure3a(results: dict, path: Path) -> Path:
     right.axhline(0, color="grey", lw=0.6)
     right.axhline(1, color="grey", lw=0.6)
     right.set_ylim(-0.2, 1.1)
-    _label_probe_axes(right, results["layers"], "fraction of headroom above token only, by position", 6)
+    _label_probe_axes(right, results.layers, "fraction of headroom above token only, by position", 6)
     right.set_ylabel("(accuracy − token only) / (ceiling − token only)")
     return save_figure(fig, path)
 
 
-def plot_figure3b(results: dict, path: Path) -> Path:
+def plot_figure3b(results: ProbeResults, path: Path) -> Path:
     """Previous-token probes at each distance by layer (95% CI)."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    records = read_records(results)
+    records = results.record_set()
     before_norm = False
-    for index, distance in enumerate(results["settings"]["distances"]):
+    for index, distance in enumerate(results.settings["distances"]):
         target = f"previous_token_{distance}"
         _band(ax, records.curve(target), f"token {distance} back", f"C{index}")
         point = records.curve(target, BEFORE_NORM_METRIC)
@@ -131,7 +132,7 @@ def plot_figure3b(results: dict, path: Path) -> Path:
             before_norm = True
     if before_norm:
         ax.plot([], [], "x", color="grey", label="last layer before the final norm")
-    _label_probe_axes(ax, results["layers"], "Figure 3(b): linear probes for previous tokens", 8)
+    _label_probe_axes(ax, results.layers, "Figure 3(b): linear probes for previous tokens", 8)
     return save_figure(fig, path)
 
 
@@ -180,12 +181,12 @@ def write_probe_results(result, out: str | Path) -> dict[str, Path]:
     out.mkdir(parents=True, exist_ok=True)
     results = result.results
     paths = {"json": out / PROBES_JSON}
-    paths["json"].write_text(json.dumps(results, indent=1) + "\n")
-    if "figure2" in results["patterns"]:  # no shuffle test on a model without rotary positions
+    paths["json"].write_text(json.dumps(results.to_dict(), indent=1) + "\n")
+    if "figure2" in results.patterns:  # no shuffle test on a model without rotary positions
         paths["figure2"] = plot_figure2(results, out / PROBE_FIGURES["figure2"])
     paths["figure3a"] = plot_figure3a(results, out / PROBE_FIGURES["figure3a"])
     paths["figure3b"] = plot_figure3b(results, out / PROBE_FIGURES["figure3b"])
-    for index, row in enumerate(results["settings"]["attention_rows"]):
+    for index, row in enumerate(results.settings["attention_rows"]):
         path = out / FIGURE7_PATTERN.format(row=row)
         paths[f"figure7_row{row}"] = plot_figure7(result.attention[:, index], result.layout, row, path)
     return paths

@@ -10,7 +10,7 @@ token-only baseline, chance) or a ceiling (the exact predictors, a belief probe 
 beliefs). The file says which version of this form it holds (`records_version`); version 1
 (files written before the key: no `network`, the twin's and the ceiling's metrics named
 `untrained_<metric>` and `ceiling_<metric>`, and before position groups no `positions`) reads
-through `read_records`. A `RecordSet` reads such a list once and finds a record, or one
+through `probing.results.ProbeResults.record_set`. A `RecordSet` reads such a list once and finds a record, or one
 target's per-layer curve, by its key instead of scanning the list.
 """
 
@@ -83,18 +83,6 @@ def upgrade_v1(data: dict) -> dict:
             metric, network = metric[len(prefix) :], prefixed_network
     fields = {"positions": "all", **data, "metric": metric, "network": network}
     return {name: fields[name] for name in Record.__dataclass_fields__ if name in fields}
-
-
-def read_records(results: dict) -> RecordSet:
-    """The records of a probe_results.json (read as a dict), whichever version wrote them."""
-    version = results.get("records_version", 1)
-    if version not in (1, RECORDS_VERSION):
-        raise ValueError(
-            f"these probe results hold records of version {version}; this hmm-roformer reads versions 1 "
-            f"to {RECORDS_VERSION}: upgrade it (pip install -U hmm-roformer)."
-        )
-    raw = results["records"]
-    return RecordSet(raw if version == RECORDS_VERSION else [upgrade_v1(r) for r in raw])
 
 
 class RecordSet:

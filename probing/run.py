@@ -58,6 +58,7 @@ from .layerwise import (
 )
 from .probes import FitSettings
 from .records import DECIDING_POSITIONS, POSITION_GROUPS, RECORDS_VERSION, Network, RecordSet
+from .results import ProbeResults
 from .shuffle import shuffle_patterns, shuffle_records, shuffle_test
 
 DECIDED_ON_FIRST_DEMO = ("hidden_state", "task")  # Figure 3(a)'s targets: refitted on demonstration 1
@@ -67,9 +68,9 @@ TRAIN_HALVES_STREAM = 1299709  # the seed stream that cuts each split's probe-tr
 
 @dataclass
 class ProbeResult:
-    """The JSON-ready results and the attention weights of the chosen rows (for Figure 7)."""
+    """The results (probe_results.json) and the attention weights of the chosen rows (for Figure 7)."""
 
-    results: dict
+    results: ProbeResults
     attention: np.ndarray  # [layers, rows, heads, L, L]
     layout: SampleLayout
 
@@ -161,39 +162,39 @@ def probe_results(
     num_shuffle_rows: int,
     device: str,
     timings: dict,
-) -> dict:
-    """The JSON-ready results of a run (probe_results.json): what was probed, how, every
-    record, the claims' split curves and the paper's patterns."""
-    return {
-        "corpus": corpus.source,
-        "layout": dataclasses.asdict(corpus.layout),
-        "model": {
+) -> ProbeResults:
+    """The results of a run (probe_results.json): what was probed, how, every record, the
+    claims' split curves and the paper's patterns."""
+    return ProbeResults(
+        corpus=corpus.source,
+        layout=dataclasses.asdict(corpus.layout),
+        model={
             "num_hidden_layers": model.config.num_hidden_layers,
             "num_attention_heads": model.config.num_attention_heads,
             "hidden_size": model.config.hidden_size,
         },
-        "device": device,
-        "settings": config.to_dict(),
-        "layers": layers,
-        "relative_depth": relative_depth(layers, model.config.num_hidden_layers),
-        "probe_tasks": probe.tasks.tolist(),
-        "num_probe_rows": {"train": int(probe.split[0].size), "test": int(probe.split[1].size)},
-        "probe_rows": {"train": probe.split[0].tolist(), "test": probe.split[1].tolist()},
-        "num_shuffle_rows": num_shuffle_rows,
-        "model_type": model.config.model_type,
-        "skipped": skipped,  # analysis -> why it cannot run on this model
-        "records_version": RECORDS_VERSION,
-        "records": records,
-        "splits": splits,
-        "patterns": {
+        device=device,
+        settings=config.to_dict(),
+        layers=layers,
+        relative_depth=relative_depth(layers, model.config.num_hidden_layers),
+        probe_tasks=probe.tasks.tolist(),
+        num_probe_rows={"train": int(probe.split[0].size), "test": int(probe.split[1].size)},
+        probe_rows={"train": probe.split[0].tolist(), "test": probe.split[1].tolist()},
+        num_shuffle_rows=num_shuffle_rows,
+        model_type=model.config.model_type,
+        skipped=skipped,  # analysis -> why it cannot run on this model
+        records_version=RECORDS_VERSION,
+        records=records,
+        splits=splits,
+        patterns={
             **patterns,
             "figure3a": hidden_state_and_task_patterns(
                 draws, layers, POSITION_GROUPS, model.config.num_hidden_layers
             ),
             "figure3b": previous_token_patterns(draws, RecordSet(records), list(config.distances), layers),
         },
-        "timings_s": timings,
-    }
+        timings_s=timings,
+    )
 
 
 def check_inputs(model, untrained_model, corpus: Corpus, config: ProbeConfig) -> None:

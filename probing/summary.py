@@ -9,42 +9,43 @@ from __future__ import annotations
 from model_cards.render import format_probe_summary
 
 from .layerwise import probe_targets, reference_cells, table_cells
-from .records import RecordSet, read_records
+from .records import RecordSet
+from .results import ProbeResults
 from .shuffle import PART_LABELS, PART_METRICS
 
 
-def format_summary(results: dict) -> str:
+def format_summary(results: ProbeResults) -> str:
     """`run_probing`'s results as plain text: the per-layer tables, the first layers reaching the
     headroom, the shuffle test and the paper's patterns (`model_cards.render.format_probe_summary`)."""
     return format_probe_summary(summarize_probe_results(results))
 
 
-def summarize_probe_results(results: dict) -> dict:
+def summarize_probe_results(results: ProbeResults) -> dict:
     """Per-layer probe accuracies, chance and ceilings, and the shuffle test of `probe_results.json`,
     as the cards show them (`model_cards.render`)."""
-    records = read_records(results)
-    distances = results["settings"]["distances"]
+    records = results.record_set()
+    distances = results.settings["distances"]
     targets = probe_targets(distances)
     columns = ["hidden state (within task)", "task", *(f"token {d} back" for d in distances)]
     references = reference_cells(records, targets)
     return {
-        "num_probe_rows": results["num_probe_rows"]["test"],
-        "num_probe_tasks": len(results["probe_tasks"]),
-        "num_hidden_layers": results["model"]["num_hidden_layers"],
+        "num_probe_rows": results.num_probe_rows["test"],
+        "num_probe_tasks": len(results.probe_tasks),
+        "num_hidden_layers": results.depth,
         "columns": columns,
         "layers": [
-            {"layer": layer, "cells": table_cells(records, targets, layer)} for layer in results["layers"]
+            {"layer": layer, "cells": table_cells(records, targets, layer)} for layer in results.layers
         ],
         **references,
         "headroom": headroom_table(results),
         "shuffle": layer_rows(records, PART_METRICS["total"]),
         "shuffle_parts": shuffle_parts(records),
-        "skipped": results.get("skipped", {}),  # analysis -> why it did not run
+        "skipped": results.skipped or {},  # analysis -> why it did not run
         "task_bayes_accuracy": records.find("task", "bayes_optimal_accuracy", network="ceiling").value,
         "hidden_state_oracle_accuracy": records.find(
             "hidden_state", "oracle_accuracy", network="ceiling"
         ).value,
-        "patterns": results["patterns"],
+        "patterns": results.patterns,
     }
 
 
@@ -67,16 +68,16 @@ def shuffle_parts(records: RecordSet) -> list[dict]:
     return parts
 
 
-def headroom_table(results: dict) -> list[dict]:
+def headroom_table(results: ProbeResults) -> list[dict]:
     """Per position group: the first layer at which the hidden state and the task reach half and
     90% of their headroom, with bootstrap intervals (`figure3a.by_positions`); a layer is None
     where the headroom is never reached within the model."""
-    rows, never = [], max(results["layers"]) + 1
+    rows, never = [], max(results.layers) + 1
 
     def layer(value: float) -> float | None:
         return None if value >= never else value
 
-    for group, entry in results["patterns"]["figure3a"]["by_positions"].items():
+    for group, entry in results.patterns["figure3a"]["by_positions"].items():
         cells = []
         for target, name in (("hidden_state", "hidden state"), ("task", "task")):
             if target not in entry:

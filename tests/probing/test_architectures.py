@@ -63,17 +63,17 @@ def test_every_analysis_that_applies_runs_and_says_which_does_not(model_type, ti
         progress=False,
     )
     results = result.results
-    targets = {record["target"] for record in results["records"]}
+    targets = {record["target"] for record in results.records}
     assert {"hidden_state", "task", "previous_token_1", "previous_token_2"} <= targets
-    assert any((r["metric"], r["network"]) == ("accuracy", "twin") for r in results["records"])
-    assert results["model_type"] == model_type and results["layers"] == [0, 1, 2]
+    assert any((r["metric"], r["network"]) == ("accuracy", "twin") for r in results.records)
+    assert results.model_type == model_type and results.layers == [0, 1, 2]
     summary = format_summary(results)
     paths = write_probe_results(result, tmp_path)
     if model_type in ROTARY:
-        assert results["skipped"] == {} and "figure2" in results["patterns"] and "shuffle" in targets
+        assert results.skipped == {} and "figure2" in results.patterns and "shuffle" in targets
         assert "figure2" in paths
     else:
-        assert results["skipped"]["shuffle_test"].startswith(SHUFFLE_SKIPPED[model_type])
+        assert results.skipped["shuffle_test"].startswith(SHUFFLE_SKIPPED[model_type])
         assert f"Shuffle test: not run ({SHUFFLE_SKIPPED[model_type]}" in summary and "shuffle" not in targets
         assert "figure2" not in paths and not (tmp_path / "figure2_shuffle.png").exists()
     assert result.attention.shape[0] == 2  # Figure 7: the attention maps of both layers

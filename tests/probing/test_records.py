@@ -2,6 +2,7 @@
 the network in the metric's name, through the upgrade), lookups agree with a scan of the list,
 and version 2 writes back unchanged."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -15,9 +16,9 @@ from probing.records import (
     RECORDS_VERSION,
     Record,
     RecordSet,
-    read_records,
     upgrade_v1,
 )
+from probing.results import ProbeResults
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = sorted((ROOT / "results").rglob("probe_results.json"))
@@ -41,7 +42,7 @@ def test_every_committed_probe_result_reads_through_the_upgrade(path):
     results = json.loads(path.read_text())
     assert "records_version" not in results  # written as version 1
     raw = results["records"]
-    records = read_records(results)
+    records = ProbeResults.from_dict(results).record_set()
     assert len(records) == len(raw) > 100
     assert len({r.key for r in records}) == len(records)  # no two records share a key once upgraded
     for read, old in zip(records, raw, strict=True):
@@ -64,7 +65,7 @@ def test_every_committed_probe_result_reads_through_the_upgrade(path):
     assert records.curve("task")["value"][0] == per_layer[0]["value"]
     # written as version 2, read back: the same records, the same keys in the same order
     written = {"records_version": RECORDS_VERSION, "records": records.to_json()}
-    again = read_records(json.loads(json.dumps(written)))
+    again = RecordSet(json.loads(json.dumps(written))["records"])
     assert [r.to_json() for r in again] == written["records"]
     assert all(list(r) == list(Record.__dataclass_fields__) for r in written["records"])
 
@@ -89,7 +90,7 @@ def test_a_network_positions_or_version_this_code_does_not_know_is_refused_in_on
     with pytest.raises(ValueError, match="positions='demo3' must be one of"):
         Record("task", 1, None, "accuracy", "demo3", "trained", 0.5)
     with pytest.raises(ValueError, match="version 3; .* upgrade it") as error:
-        read_records({"records_version": 3, "records": []})
+        dataclasses.replace(ProbeResults.read(COMMITTED[0]), records_version=3).record_set()
     assert "\n" not in str(error.value)
 
 

@@ -21,6 +21,7 @@ from probing import run as run_module
 from probing.layerwise import BEFORE_NORM_METRIC
 from probing.plots import write_probe_results
 from probing.records import RECORDS_VERSION, RecordSet
+from probing.results import ProbeResults
 from probing.run import ProbeConfig, run_probing
 from probing.summary import summarize_probe_results
 from tests.probing.test_architectures import causal_lm
@@ -66,43 +67,41 @@ def test_a_probing_run_reports_every_layer_target_and_pattern(tiny_model, tmp_pa
         labels = call[2]
         for target in ("hidden_state", "task"):
             assert (labels[target] >= 0).any() and (labels["segment"][labels[target] >= 0] == 0).all()
-    assert results["num_shuffle_rows"] == 64  # the tiny corpus's test split, fewer than 256
-    assert results["records_version"] == RECORDS_VERSION
-    assert RecordSet(results["records"]).curve("task", network="twin")["layer"].tolist() == [0, 1, 2]
+    assert results.num_shuffle_rows == 64  # the tiny corpus's test split, fewer than 256
+    assert results.records_version == RECORDS_VERSION
+    assert RecordSet(results.records).curve("task", network="twin")["layer"].tolist() == [0, 1, 2]
     targets = ["hidden_state", "task", "previous_token_1", "previous_token_2"]
     for target in targets:
         metrics = ("accuracy", "headroom_fraction") if target in ("hidden_state", "task") else ("accuracy",)
         for metric in metrics:
             for positions in ("all", "demo1", "demo2", "later", "test"):
-                assert RecordSet(results["records"]).curve(target, metric, positions)["layer"].tolist() == [
+                assert RecordSet(results.records).curve(target, metric, positions)["layer"].tolist() == [
                     0,
                     1,
                     2,
                 ]
-        assert RecordSet(results["records"]).find(target, "chance", network="floor") is not None
-        assert RecordSet(results["records"]).find(target, "token_baseline", None, None, "demo1", "floor")
-        assert RecordSet(results["records"]).find(target, "chance") is None  # a floor is no network's
-    figure3a = results["patterns"]["figure3a"]
+        assert RecordSet(results.records).find(target, "chance", network="floor") is not None
+        assert RecordSet(results.records).find(target, "token_baseline", None, None, "demo1", "floor")
+        assert RecordSet(results.records).find(target, "chance") is None  # a floor is no network's
+    figure3a = results.patterns["figure3a"]
     assert figure3a["positions"] == "demo1"
     reach = figure3a["by_positions"]["demo1"]["task"]
     assert reach["fractions"][0] == 0.5 and reach["fractions"][-1] == 0.95 and len(reach["layer"]) == 10
-    peak = results["patterns"]["figure3b"]["by_distance"]["1"]
+    peak = results.patterns["figure3b"]["by_distance"]["1"]
     assert peak["peak_layer_ci"][0] <= peak["peak_layer"] <= peak["peak_layer_ci"][1]
     assert set(peak["by_positions"]) == {"demos", "test"}
     assert peak["last_layer_before_final_norm"] is None  # post-norm: no final norm to read before
-    assert RecordSet(results["records"]).curve("task", BEFORE_NORM_METRIC)["layer"].size == 0
-    assert RecordSet(results["records"]).find("task", "bayes_optimal_accuracy", network="ceiling").value > 0.5
-    assert (
-        RecordSet(results["records"]).find("hidden_state", "oracle_accuracy", network="ceiling").value > 0.5
-    )
+    assert RecordSet(results.records).curve("task", BEFORE_NORM_METRIC)["layer"].size == 0
+    assert RecordSet(results.records).find("task", "bayes_optimal_accuracy", network="ceiling").value > 0.5
+    assert RecordSet(results.records).find("hidden_state", "oracle_accuracy", network="ceiling").value > 0.5
     for metric in (
         "relative_logit_change",
         "position_only_change",
         "content_change",
         "weighted_attention_tv",
     ):
-        assert RecordSet(results["records"]).curve("shuffle", metric)["layer"].tolist() == [1, 2]
-    figure2 = results["patterns"]["figure2"]
+        assert RecordSet(results.records).curve("shuffle", metric)["layer"].tolist() == [1, 2]
+    figure2 = results.patterns["figure2"]
     assert figure2["upper_layers"] == [2] and figure2["lower_layers"] == [1]  # 2 layers: the upper half
     assert set(figure2["by_part"]) == {"total", "position_only", "content", "weighted_attention_tv"}
     assert figure2["by_part"]["total"]["upper_minus_lower"] == figure2["upper_minus_lower"]
@@ -111,24 +110,27 @@ def test_a_probing_run_reports_every_layer_target_and_pattern(tiny_model, tmp_pa
     parts = {part["label"]: part["rows"] for part in summarized["shuffle_parts"]}
     assert list(parts) == ["position-only part", "content part", "weighted attention TV"]
     assert parts["content part"][0]["value"] < 1e-5  # layer 1 reads tokens only
-    assert set(results["patterns"]) == {"figure2", "figure2_untrained", "figure3a", "figure3b"}
-    twin = results["patterns"]["figure2_untrained"]  # the twin has no rotary: no position-only change
+    assert set(results.patterns) == {"figure2", "figure2_untrained", "figure3a", "figure3b"}
+    twin = results.patterns["figure2_untrained"]  # the twin has no rotary: no position-only change
     assert max(twin["by_part"]["position_only"]["per_layer_mean"]) < 1e-5
     assert min(figure2["by_part"]["position_only"]["per_layer_mean"]) > 1e-3
-    train, test = (np.asarray(results["probe_rows"][name]) for name in ("train", "test"))
+    train, test = (np.asarray(results.probe_rows[name]) for name in ("train", "test"))
     assert np.intersect1d(train, test).size == 0 and train.size + test.size == 4 * 12
     for name in ("task_posterior", "state_filter", "joint_posterior"):
         for metric, network in itertools.product(("r2", "kl"), ("trained", "twin")):
             for positions in ("later", "test"):  # demonstration 1 has too few positions here to fit on
-                found = RecordSet(results["records"]).curve(f"belief_{name}", metric, positions, network)
+                found = RecordSet(results.records).curve(f"belief_{name}", metric, positions, network)
                 assert found["layer"].tolist() == [0, 1, 2] and np.isfinite(found["value"]).all()
-            found = RecordSet(results["records"]).curve(f"belief_{name}", metric, "demo1", network)
+            found = RecordSet(results.records).curve(f"belief_{name}", metric, "demo1", network)
             assert found["layer"].size == 0
     assert result.attention.shape == (2, 1, 2, 52, 52)  # tiny rows: 4 x (8 + 1) + 16 tokens
     np.testing.assert_allclose(result.attention.sum(-1), 1.0, atol=1e-5)
     paths = write_probe_results(result, tmp_path)
     assert all(path.is_file() and path.stat().st_size > 0 for path in paths.values())
-    assert json.loads(paths["json"].read_text())["records"] == json.loads(json.dumps(results["records"]))
+    assert json.loads(paths["json"].read_text())["records"] == json.loads(json.dumps(results.records))
+    assert ProbeResults.read(paths["json"]) == ProbeResults.from_dict(
+        json.loads(json.dumps(results.to_dict()))
+    )
     text = format_probe_summary(summarized)
     assert "Fig 3b" in text and "Shuffle test" in text and "content part: L1: " in text
     assert "token 2 back" in text and "hidden state 90%" in text
@@ -167,10 +169,10 @@ def test_planted_previous_tokens_are_decoded_exactly_at_their_layers(tiny_model,
     model = tiny_model(norm_placement="pre") if architecture == "hmm_roformer" else causal_lm(architecture)
     plant_previous_tokens(model, noise)
     result = run_probing(model, open_corpus("tiny"), ProbeConfig(distances=(1, 2), **FAST), progress=False)
-    records = RecordSet(result.results["records"])
+    records = RecordSet(result.results.records)
     assert records.find("previous_token_2", BEFORE_NORM_METRIC, 2).value == 1.0
     assert records.find("previous_token_1", BEFORE_NORM_METRIC, 2).value < 0.9
-    before = result.results["patterns"]["figure3b"]["by_distance"]["2"]["last_layer_before_final_norm"]
+    before = result.results.patterns["figure3b"]["by_distance"]["2"]["last_layer_before_final_norm"]
     assert before["value"] == 1.0
     assert records.find("previous_token_1", "accuracy", 1).value == 1.0  # layer 1 holds token p-1
     assert records.find("previous_token_2", "accuracy", 2).value == 1.0  # layer 2 holds token p-2
@@ -238,11 +240,11 @@ def test_a_second_reading_on_the_same_rows_reuses_the_exact_beliefs(tiny_model, 
     counted = len(calls), len(posteriors)
     again = run_probing(model, corpus, config, progress=False).results
     assert counted[0] == 1 and counted[1] > 0 and (len(calls), len(posteriors)) == counted
-    assert json.dumps(again["records"]) == json.dumps(first["records"])
+    assert json.dumps(again.records) == json.dumps(first.records)
     cache.clear()
     reuse.clear()
     uncached = run_probing(model, corpus, config, progress=False).results
-    assert json.dumps(uncached["records"]) == json.dumps(first["records"])
+    assert json.dumps(uncached.records) == json.dumps(first.records)
     cache.clear()
 
 
@@ -265,7 +267,7 @@ def test_the_twin_is_read_once_for_every_network_read_against_it(tiny_model, mon
     computed = run_probing(late, corpus, config, untrained_model=untrained, progress=False).results
     assert (len(twin_calls), len(curve_calls)) == (2, 3 * 2 + 2 + 3 * 2)
     for key in ("records", "splits", "patterns"):
-        assert json.dumps(reused[key]) == json.dumps(computed[key])
+        assert json.dumps(getattr(reused, key)) == json.dumps(getattr(computed, key))
 
 
 def test_the_ceiling_guesses_the_probed_task_the_posterior_ranks_first():

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from probing.results import ProbeResults
+
 from ..decisions.verdicts import (
     BELOW_LADDER,
     MIN_GAIN,
@@ -400,10 +402,10 @@ def figure1_profile(figure1: Figure1Result, name: str) -> dict:
     }
 
 
-def attention_profile(probes: dict, knockout: dict | None, network: str) -> dict:
+def attention_profile(probes: ProbeResults, knockout: dict | None, network: str) -> dict:
     """The shuffle test's per-layer parts and the knock-out's damage of one network."""
     key = "figure2" if network == "trained" else "figure2_untrained"
-    shuffle = probes["patterns"].get(key, {}).get("by_part")
+    shuffle = probes.patterns.get(key, {}).get("by_part")
     return {
         "shuffle_position_only": None if shuffle is None else shuffle["position_only"]["per_layer_mean"],
         "shuffle_total": None if shuffle is None else shuffle["total"]["per_layer_mean"],
@@ -412,12 +414,14 @@ def attention_profile(probes: dict, knockout: dict | None, network: str) -> dict
     }
 
 
-def profiles(figure1: Figure1Result | None, probes: dict, knockout: dict | None, depth: int) -> list[dict]:
+def profiles(
+    figure1: Figure1Result | None, probes: ProbeResults, knockout: dict | None, depth: int
+) -> list[dict]:
     """One dict per probe split, network ("trained", "twin", "tokens") -> profile: the plain curves
     every claim reads. The twin is absent from a run without the control; the token-only
     baseline has probe curves only (one value per curve)."""
     splits = []
-    for curves in probes["splits"]["curves"]:
+    for curves in probes.splits["curves"]:
         nets = {}
         for network in NETWORKS:
             if curves.get(network) is None:
@@ -425,7 +429,7 @@ def profiles(figure1: Figure1Result | None, probes: dict, knockout: dict | None,
             profile = {
                 "depth": depth,
                 "attention_depth": [layer / depth for layer in range(1, depth + 1)],
-                "probe_depth": probes["relative_depth"],
+                "probe_depth": probes.relative_depth,
                 **curves[network],
             }
             if network != "tokens":

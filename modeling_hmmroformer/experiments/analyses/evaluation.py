@@ -14,13 +14,14 @@ that the model closes; a model below that predictor is "below the in-context bas
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
 
 from hmm_datasets import HMMMixtureConfig
 from hmm_datasets.corpus import CorpusRows, open_corpus
+from hmm_datasets.json_form import check_fields
 from hmm_datasets.predictors import IN_CONTEXT, Predictor, reference_predictors
 from hmm_datasets.scoring import (
     EARLY_TOKENS,
@@ -28,8 +29,6 @@ from hmm_datasets.scoring import (
     predictor_ladder,
     scores_by_demo_count,
 )
-
-from .record import unknown_and_missing
 
 TWIN_LABEL = "untrained twin"
 
@@ -76,12 +75,7 @@ class Figure1Result:
     @classmethod
     def from_dict(cls, data: dict) -> Figure1Result:
         """A result from its JSON object; `ValueError` naming a field it does not know or lacks."""
-        unknown, missing = unknown_and_missing(cls, data)
-        if unknown:
-            known = ", ".join(f.name for f in fields(cls))
-            raise ValueError(f"a figure1.json has no field {unknown[0]!r} (its fields: {known})")
-        if missing:
-            raise ValueError(f"a figure1.json lacks {missing[0]!r}: write it again with scripts/figure1.py")
+        check_fields(cls, data, "a figure1.json", ": write it again with scripts/figure1.py")
         return cls(**data)
 
 

@@ -7,7 +7,9 @@ without the models.
 
 from __future__ import annotations
 
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
+
+from hmm_datasets.json_form import check_fields
 
 RECORD_VERSION = 3  # bumped when a record's statistics change: a study refuses older records
 READABLE_VERSIONS = (2, 3)  # the committed reports across studies are decided from version 2 on
@@ -72,25 +74,5 @@ class ModelRecord:
                 f"records of versions {READABLE_VERSIONS[0]} to {READABLE_VERSIONS[-1]} are read: delete it "
                 "(and its model folder's record.json) to analyse that model again."
             )
-        unknown, missing = unknown_and_missing(cls, data)
-        if unknown:
-            known = ", ".join(f.name for f in fields(cls))
-            raise ValueError(f"a model record has no field {unknown[0]!r} (its fields: {known})")
-        if missing:
-            raise ValueError(
-                f"the record of depth {data.get('depth')} seed {data.get('seed')} lacks {missing[0]!r}"
-            )
+        check_fields(cls, data, f"the record of depth {data.get('depth')} seed {data.get('seed')}", "")
         return cls(**data)
-
-
-def unknown_and_missing(cls, data: dict) -> tuple[list[str], list[str]]:
-    """Of a dataclass's JSON object `data`: the keys that are none of `cls`'s fields (sorted), and
-    the fields without a default that it lacks (in field order)."""
-    names = [f.name for f in fields(cls)]
-    unknown = sorted(set(data) - set(names))
-    missing = [
-        f.name
-        for f in fields(cls)
-        if f.name not in data and f.default is MISSING and f.default_factory is MISSING
-    ]
-    return unknown, missing

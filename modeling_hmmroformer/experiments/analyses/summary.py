@@ -6,7 +6,8 @@ claims as the study's rule reads one model: its own statistic and its effects ov
 
 from __future__ import annotations
 
-from probing.records import DECIDING_POSITIONS, read_records
+from probing.records import DECIDING_POSITIONS
+from probing.results import ProbeResults
 
 from .claims import decide_claims, model_statistics, profiles
 from .evaluation import Figure1Result
@@ -102,12 +103,12 @@ BELIEF_ROWS = (  # (belief, segment, metric) rows of the card's belief-probe tab
 METRIC_NAMES = {"r2": "R²", "log_r2": "log-space R²"}
 
 
-def belief_table(probes: dict | None) -> list[dict]:
+def belief_table(probes: ProbeResults | None) -> list[dict]:
     """The belief-state probes' held-out R² per layer (`probe_results.json`), a cell per layer:
     `{"model", "twin"}` (twin None for results without it); empty for results without them."""
     if probes is None:
         return []
-    records, rows = read_records(probes), []
+    records, rows = probes.record_set(), []
     for belief, segment, metric in BELIEF_ROWS:
         trained, twin = (
             [r.value for r in records.by_layer(f"belief_{belief}", metric, segment, network)]
@@ -121,18 +122,18 @@ def belief_table(probes: dict | None) -> list[dict]:
 
 
 def model_claims(
-    figure1: Figure1Result | None, probes: dict | None, knockout: dict | None, depth: int
+    figure1: Figure1Result | None, probes: ProbeResults | None, knockout: dict | None, depth: int
 ) -> list[dict]:
     """Each claim of `claims.CLAIMS` on one model, as the study's rule reads one seed
     (`claims.decide_claims`: its own statistic, its effects over the twin and the token-only
     baseline, the spread across probe splits, "undecided (1 seed)", or why it cannot be read:
     "n/a (no figure 1)", "n/a (no knock-out)").
 
-    `figure1` is the model's Figure 1, `probes` and `knockout` the raw `probe_results.json` and
+    `figure1` is the model's Figure 1, `probes` its probe results and `knockout` the raw
     `knockout.json` (each None where absent); probe results written before the probe splits have
     no claims.
     """
-    if probes is None or "splits" not in probes:
+    if probes is None or probes.splits is None:
         return []
     return decide_claims([model_statistics(profiles(figure1, probes, knockout, depth))])
 

@@ -71,14 +71,14 @@ def main(argv: list[str] | None = None) -> int:
         result = run_probing(model, corpus, config, untrained_model=control, progress=not args.quiet)
     except (ValueError, OSError) as error:
         return refuse(error)
-    result.results["timings_s"]["total"] = time.perf_counter() - started
+    results = result.results
+    results.timings_s["total"] = time.perf_counter() - started
     paths = write_probe_results(result, Path(args.out) if args.out else folder / "probes")
-    print(format_summary(result.results))
-    depth = result.results["model"]["num_hidden_layers"]
+    print(format_summary(results))
     print("\nThe paper's claims, as the study's rule reads this one model (docs/study.md):")
-    print(format_claims(model_claims(None, result.results, None, depth)))
+    print(format_claims(model_claims(None, results, None, results.depth)))
     print(f"\nwrote {', '.join(str(path) for path in paths.values())}")
-    print(f"total time {result.results['timings_s']['total']:.1f} s")
+    print(f"total time {results.timings_s['total']:.1f} s")
     return 0
 
 

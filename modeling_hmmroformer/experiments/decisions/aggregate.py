@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from hmm_datasets.config import HMMMixtureConfig
+from probing.results import ProbeResults
 
 from ..analyses.claims import counted, decide_report, layer_one, model_statistics, profiles
 from ..analyses.evaluation import Figure1Result
@@ -71,7 +72,7 @@ def model_record(
     )
 
 
-def development_statistics(probes_by_step: dict[int, dict], depth: int) -> dict[str, dict] | None:
+def development_statistics(probes_by_step: dict[int, ProbeResults], depth: int) -> dict[str, dict] | None:
     """Every claim's statistics (`claims.model_statistics`) of each kept network the study probed
     (`probes_by_step`: step -> its probe results), by step as text; None where none was probed.
     Figure 1's and the knock-out's curves are the trained model's only: those claims are missing

@@ -25,6 +25,7 @@ from hmm_datasets.files import write_atomically, write_json
 from probing.architecture import check_causal_lm
 from probing.capture import load_causal_lm
 from probing.names import FIGURE7_PATTERN
+from probing.results import ProbeResults
 from probing.summary import summarize_probe_results
 
 from .. import names
@@ -127,7 +128,7 @@ ANALYSES_RECORDED = ("figure1", "probes", "knockout", "model_memory", "yardstick
 
 def read_model_results(folder: Path) -> dict:
     """What `decisions.aggregate.model_record` reads of a study's model folder: Figure 1 (a
-    `Figure1Result`) and the probes, and, None where they were not made, the knock-out, the
+    `Figure1Result`) and the probes (`ProbeResults`), and, None where they were not made, the knock-out, the
     model's memory, its place on the yardsticks, its development and the probes of its kept
     networks (step -> probe results)."""
     files = {name: folder / names.ANALYSIS_FILES[name] for name in ANALYSES_RECORDED}
@@ -136,8 +137,9 @@ def read_model_results(folder: Path) -> dict:
         if results[name] is None:
             raise ValueError(f"{files[name]} is missing: the model's {name} stage has not run.")
     results["figure1"] = Figure1Result.from_dict(results["figure1"])
+    results["probes"] = ProbeResults.from_dict(results["probes"])
     probed = sorted((folder / names.DEVELOPMENT_PROBES).glob(f"step-*/{names.PROBES_JSON}"))
-    results["development_probes"] = {step_of(path.parent.name): read_json_or_none(path) for path in probed}
+    results["development_probes"] = {step_of(path.parent.name): ProbeResults.read(path) for path in probed}
     return results
 
 
@@ -187,10 +189,11 @@ def summarize_model_folder(folder: str | os.PathLike) -> dict:
     summary["run_config"] = yaml.safe_load(run_config.read_text()) if run_config.is_file() else None
     figure1 = None if raw["figure1"] is None else Figure1Result.from_dict(raw["figure1"])
     summary["in_context"] = None if figure1 is None else summarize_figure1(figure1)
-    summary["probes"] = summarize_probe_results(raw["probes"]) if raw["probes"] else None
+    probes = None if raw["probes"] is None else ProbeResults.from_dict(raw["probes"])
+    summary["probes"] = None if probes is None else summarize_probe_results(probes)
     summary["memory"] = summarize_memory(raw["lemma1"], raw["model_memory"])
-    summary["beliefs"] = belief_table(raw["probes"])
-    summary["claims"] = model_claims(figure1, raw["probes"], raw["knockout"], config.num_hidden_layers)
+    summary["beliefs"] = belief_table(probes)
+    summary["claims"] = model_claims(figure1, probes, raw["knockout"], config.num_hidden_layers)
     figure7 = folder.glob(f"{names.PROBES}/{FIGURE7_PATTERN.format(row='*')}")
     summary["figure7"] = sorted(str(p.relative_to(folder)) for p in figure7)
     summary["figures"] = {

@@ -266,8 +266,8 @@ def test_a_model_as_its_own_twin_has_no_effect_over_it(tiny_model):
         distances=(1, 2), num_probe_tasks=4, rows_per_task=12, positions_per_row=None, num_resamples=50
     )
     probes = run_probing(model, open_corpus("tiny"), config, untrained_model=model, progress=False).results
-    assert len(probes["splits"]["curves"]) == 3 and probes["splits"]["seeds"] == [0, 1, 2]
-    assert no_booleans(probes["patterns"])  # numbers and curves, no yes/no of its own
+    assert len(probes.splits["curves"]) == 3 and probes.splits["seeds"] == [0, 1, 2]
+    assert no_booleans(probes.patterns)  # numbers and curves, no yes/no of its own
     splits = profiles(None, probes, None, model.config.num_hidden_layers)
     statistics = model_statistics(splits)
     effects = [v["own"] - v["floors"]["twin"] for v in statistics.values() if "twin" in v["floors"]]

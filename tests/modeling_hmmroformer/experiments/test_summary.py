@@ -1,5 +1,6 @@
 """A model folder summarized for its card: numbers from the result files, claims that can fail."""
 
+import dataclasses
 import json
 import shutil
 
@@ -9,6 +10,7 @@ from modeling_hmmroformer.experiments.analyses.claims import CLAIMS
 from modeling_hmmroformer.experiments.analyses.evaluation import Figure1Result
 from modeling_hmmroformer.experiments.analyses.summary import model_claims
 from modeling_hmmroformer.experiments.running.folders import summarize_model_folder
+from probing.results import ProbeResults
 
 
 def test_claims_are_own_statistics_with_effects_over_the_floors_that_follow_the_measurements(
@@ -16,7 +18,7 @@ def test_claims_are_own_statistics_with_effects_over_the_floors_that_follow_the_
 ):
     out, _ = reproduced_tiny
     figure1 = Figure1Result.from_dict(json.loads((out / "figure1" / "figure1.json").read_text()))
-    probes = json.loads((out / "probes" / "probe_results.json").read_text())
+    probes = ProbeResults.read(out / "probes" / "probe_results.json")
     knockout = json.loads((out / "knockout" / "knockout.json").read_text())
     claims = model_claims(figure1, probes, knockout, depth=2)
     assert [c["figure"] for c in claims] == [claim.figure for claim in CLAIMS]
@@ -36,7 +38,7 @@ def test_claims_are_own_statistics_with_effects_over_the_floors_that_follow_the_
     itself.by_test_position["twin"] = itself.by_test_position["model"]
     for c in model_claims(itself, probes, knockout, depth=2)[:2]:
         assert c["floors"]["twin"]["mean"] == 0.0
-    written_before_the_splits = {key: value for key, value in probes.items() if key != "splits"}
+    written_before_the_splits = dataclasses.replace(probes, splits=None)
     assert model_claims(figure1, written_before_the_splits, knockout, depth=2) == []
 
 
