@@ -87,10 +87,11 @@ NAMES = {  # the modules of names: what every file and folder is called
     "modeling_hmmroformer/experiments/names.py",
 }
 WRITER = "hmm_datasets/files.py"  # the one atomic writer: every floor writes through it
+JSON_FORM = "hmm_datasets/json_form.py"  # the one check of a typed value's JSON: every floor reads through it
 
 
-@pytest.mark.parametrize("path", sorted(NAMES | {WRITER}))
-def test_modules_of_names_and_the_writer_import_only_the_standard_library_and_other_names(path):
+@pytest.mark.parametrize("path", sorted(NAMES | {WRITER, JSON_FORM}))
+def test_modules_of_names_the_writer_and_the_json_check_import_only_the_standard_library(path):
     names = {name.removesuffix(".py").replace("/", ".") for name in NAMES}
     for line, module in imported_modules(ROOT / path):
         assert module.split(".")[0] in sys.stdlib_module_names or module in names, (
