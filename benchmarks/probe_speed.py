@@ -1,0 +1,144 @@
+"""The probes of one K = 8192 model, now and at the task-diversity study's commit, in one run.
+
+What the study's probe stage runs for one model (`run_probing` with the default `ProbeConfig`,
+the model's untrained twin as the control), on the same checkpoint and the same corpus
+(`diversity-8192`, which both commits know), each side in a fresh process of one torch thread,
+one after the other, with nothing else running: the layout of a study's models (one thread
+each). The baseline (`--baseline`, default ec73395: the commit whose code recorded
+`results/diversity`'s probe stages, 594-657 s per 4-layer K = 8192 model there) is extracted
+with `git archive` and imported alone (the editable install's finder is removed). The current
+side also reads the model a second time in the same process: a study's next model, which
+reuses what is computed once per process (the exact beliefs of the probe rows, the twin's
+probes when the twin is the same).
+
+    python benchmarks/probe_speed.py --model runs/inference-8192-draw0/models/depth4-seed0/training
+
+Writes results/probe_speed.json: each side's seconds and its own sub-timings (`timings_s`),
+`ratio` (baseline over current, first read), and the largest difference of any probe accuracy
+between the sides (the estimators changed between the commits; docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BASELINE = "ec73395"
+CORPUS = "diversity-8192"
+
+
+# ---- one side, in its own process (imports whichever tree PYTHONPATH names) ---------------
+def read_once(model_path: str, corpus_name: str) -> dict:
+    """Seconds of one probe stage of the model at `model_path`, its sub-timings and its
+    trained network's probe accuracies."""
+    import modeling_hmmroformer  # noqa: F401  (registers the model)
+    from hmm_datasets.corpus import open_corpus
+    from probing.capture import load_hmm_roformer, untrained_twin
+    from probing.run import ProbeConfig, run_probing
+
+    corpus = open_corpus(corpus_name)
+    model = load_hmm_roformer(model_path)
+    twin = untrained_twin(model, 0)
+    start = time.perf_counter()
+    results = run_probing(model, corpus, ProbeConfig(), untrained_model=twin, progress=False).results
+    seconds = time.perf_counter() - start
+    results = results if isinstance(results, dict) else results.to_dict()  # the baseline's are a dict
+    accuracies = {
+        f"{r['target']}/{r['layer']}/{r.get('positions', 'all')}": r["value"]
+        for r in results["records"]
+        if r["metric"] == "accuracy" and r.get("network", "trained") == "trained" and r["head"] is None
+    }
+    return {"seconds": seconds, "timings_s": results["timings_s"], "accuracies": accuracies}
+
+
+def side_main(argv: list[str]) -> int:
+    sys.meta_path[:] = [finder for finder in sys.meta_path if "__editable__" not in repr(finder)]
+    import torch
+
+    torch.set_num_threads(1)
+    model_path, corpus_name, again = argv[0], argv[1], argv[2] == "again"
+    reads = [read_once(model_path, corpus_name)]
+    if again:
+        reads.append(read_once(model_path, corpus_name))
+    print(json.dumps(reads))
+    return 0
+
+
+# ---- the harness -----------------------------------------------------------------------------
+def run_side(tree: Path, model_path: str, corpus_name: str, again: bool) -> list[dict]:
+    env = {**os.environ, "PYTHONPATH": str(tree), "TQDM_DISABLE": "1", "HF_HUB_OFFLINE": "1"}
+    command = [sys.executable, __file__, "--side", model_path, corpus_name, "again" if again else "-"]
+    done = subprocess.run(command, env=env, cwd=tree, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"the probes at {tree} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--model", required=True, help="a trained 4 x 64 checkpoint of a K = 8192 corpus")
+    parser.add_argument(
+        "--corpus", default=CORPUS, help="a corpus preset both commits know (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--baseline", default=BASELINE, help="the commit to compare with (default: %(default)s)"
+    )
+    args = parser.parse_args(argv)
+    model_path = str(Path(args.model).resolve())
+    if not (Path(model_path) / "config.json").is_file():
+        parser.error(
+            f"{args.model} has no config.json: pass a checkpoint folder (a study model's training/)."
+        )
+
+    from common import write_result
+
+    with tempfile.TemporaryDirectory() as scratch:
+        baseline = Path(scratch) / "baseline"
+        baseline.mkdir()
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", args.baseline], capture_output=True, check=True
+        )
+        subprocess.run(["tar", "-x", "-C", str(baseline)], input=archive.stdout, check=True)
+        sides = {"current": run_side(ROOT, model_path, args.corpus, again=True)}
+        print(f"current: {[round(read['seconds'], 1) for read in sides['current']]} s", flush=True)
+        sides["baseline"] = run_side(baseline, model_path, args.corpus, again=False)
+        print(f"baseline: {sides['baseline'][0]['seconds']:.1f} s", flush=True)
+    now, then = sides["current"][0], sides["baseline"][0]
+    shared = sorted(set(now["accuracies"]) & set(then["accuracies"]))
+    result = {
+        "model": model_path,
+        "corpus": args.corpus,
+        "baseline_commit": args.baseline,
+        "threads_per_side": 1,
+        "current_s": now["seconds"],
+        "current_next_model_s": sides["current"][1]["seconds"],
+        "baseline_s": then["seconds"],
+        "ratio": then["seconds"] / now["seconds"],
+        "ratio_next_model": then["seconds"] / sides["current"][1]["seconds"],
+        "accuracies_compared": len(shared),
+        "largest_accuracy_difference": max(abs(now["accuracies"][k] - then["accuracies"][k]) for k in shared),
+        "sides": {
+            name: [{k: v for k, v in read.items() if k != "accuracies"} for read in reads]
+            for name, reads in sides.items()
+        },
+    }
+    print(
+        f"probes: baseline {then['seconds']:.1f} s, current {now['seconds']:.1f} s ({result['ratio']:.2f}x)"
+    )
+    print(f"wrote {write_result('probe_speed', result)}")
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--side"]:
+        sys.exit(side_main(sys.argv[2:]))
+    sys.exit(main())
