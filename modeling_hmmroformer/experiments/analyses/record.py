@@ -1,6 +1,6 @@
 """One model's record: what its analyses say, small enough to commit (a study's records folder
 holds one per model, `depth<D>-seed<S>.json`). Its fields and their JSON form are here;
-`decisions.aggregate.model_record` makes one from a model folder's analyses, and every
+`decisions.aggregate.model_record` makes one from a model folder's analyses (`ModelAnalyses`), and every
 decision across models reads records only, so a study is reported again from committed records
 without the models.
 """
@@ -10,6 +10,28 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from hmm_datasets.json_form import check_fields
+from probing.results import ProbeResults
+
+from .evaluation import Figure1Result
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelAnalyses:
+    """What the analyses of one model folder measured, as read back from its files
+    (`running.folders.read_model_results`); `decisions.aggregate.model_record` condenses it into
+    a `ModelRecord`. Every model has Figure 1, its probes and its memory (`model_memory`); the
+    rotary knock-out, the place on the yardsticks and the development (the networks kept over
+    training on the yardsticks) are None where they were not made, and `development_probes`
+    (step -> the probe results of that kept network) empty."""
+
+    figure1: Figure1Result
+    probes: ProbeResults
+    model_memory: dict
+    knockout: dict | None = None
+    yardsticks: dict | None = None
+    development: dict | None = None
+    development_probes: dict[int, ProbeResults] = field(default_factory=dict)
+
 
 RECORD_VERSION = 3  # bumped when a record's statistics change: a study refuses older records
 READABLE_VERSIONS = (2, 3)  # the committed reports across studies are decided from version 2 on

@@ -24,7 +24,7 @@ from ..analyses.claims import counted, decide_report, layer_one, model_statistic
 from ..analyses.evaluation import Figure1Result
 from ..analyses.ladder_gate import model_places, past_ladder, places_across_seeds
 from ..analyses.memory import recorded_memory_equivalent
-from ..analyses.record import RECORD_VERSION, ModelRecord
+from ..analyses.record import RECORD_VERSION, ModelAnalyses, ModelRecord
 from ..analyses.yardsticks import LEARNERS, nearest_learner
 from ..running.engine import differing_settings
 from ..settings import RunConfig, Settings
@@ -34,7 +34,7 @@ from .verdicts import across_seeds
 def model_record(
     depth: int,
     seed: int,
-    results: dict,
+    results: ModelAnalyses,
     fingerprint: str,
     seconds: dict[str, float] | None = None,
     settings: dict[str, object] | None = None,
@@ -45,8 +45,8 @@ def model_record(
     stage name -> seconds, as the pipeline ran them) and the `settings` it was made with
     (`settings.flat_settings`). `results`: the model folder's analyses
     (`running.folders.read_model_results`)."""
-    fig1, probes = results["figure1"], results["probes"]
-    splits = profiles(fig1, probes, results["knockout"], depth)
+    fig1 = results.figure1
+    splits = profiles(fig1, results.probes, results.knockout, depth)
     return ModelRecord(
         version=RECORD_VERSION,
         fingerprint=fingerprint,
@@ -63,10 +63,10 @@ def model_record(
         other_splits=splits[1:],
         statistics=model_statistics(splits),
         layer_one={network: layer_one(splits[0][network]) for network in ("trained", "twin")},
-        memory=results["model_memory"],
-        yardsticks=results["yardsticks"],
-        development=results["development"],
-        development_statistics=development_statistics(results["development_probes"], depth),
+        memory=results.model_memory,
+        yardsticks=results.yardsticks,
+        development=results.development,
+        development_statistics=development_statistics(results.development_probes, depth),
         seconds=seconds or {},
         settings=settings,
     )

@@ -31,6 +31,7 @@ from probing.summary import summarize_probe_results
 from .. import names
 from ..analyses.development import Development, NetworkPlace, place_network
 from ..analyses.evaluation import Figure1Result, model_next_token_probs
+from ..analyses.record import ModelAnalyses
 from ..analyses.summary import belief_table, model_claims, summarize_figure1, summarize_memory
 from ..analyses.yardsticks import SPLITS, ladder_predictions
 
@@ -126,21 +127,26 @@ def place_networks(
 ANALYSES_RECORDED = ("figure1", "probes", "knockout", "model_memory", "yardsticks", "development")
 
 
-def read_model_results(folder: Path) -> dict:
-    """What `decisions.aggregate.model_record` reads of a study's model folder: Figure 1 (a
-    `Figure1Result`) and the probes (`ProbeResults`), and, None where they were not made, the knock-out, the
-    model's memory, its place on the yardsticks, its development and the probes of its kept
-    networks (step -> probe results)."""
+def read_model_results(folder: Path) -> ModelAnalyses:
+    """What `decisions.aggregate.model_record` reads of a study's model folder (`ModelAnalyses`):
+    Figure 1, the probes and the model's memory, which every model has, and where they were made
+    the knock-out, its place on the yardsticks, its development and the probes of its kept
+    networks."""
     files = {name: folder / names.ANALYSIS_FILES[name] for name in ANALYSES_RECORDED}
     results = {name: read_json_or_none(path) for name, path in files.items()}
     for name in ("figure1", "probes", "model_memory"):  # every model has them
         if results[name] is None:
             raise ValueError(f"{files[name]} is missing: the model's {name} stage has not run.")
-    results["figure1"] = Figure1Result.from_dict(results["figure1"])
-    results["probes"] = ProbeResults.from_dict(results["probes"])
     probed = sorted((folder / names.DEVELOPMENT_PROBES).glob(f"step-*/{names.PROBES_JSON}"))
-    results["development_probes"] = {step_of(path.parent.name): ProbeResults.read(path) for path in probed}
-    return results
+    return ModelAnalyses(
+        figure1=Figure1Result.from_dict(results["figure1"]),
+        probes=ProbeResults.from_dict(results["probes"]),
+        model_memory=results["model_memory"],
+        knockout=results["knockout"],
+        yardsticks=results["yardsticks"],
+        development=results["development"],
+        development_probes={step_of(path.parent.name): ProbeResults.read(path) for path in probed},
+    )
 
 
 # ---- a model folder, for its card ---------------------------------------------------------------

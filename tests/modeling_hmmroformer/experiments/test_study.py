@@ -17,6 +17,7 @@ from hmm_datasets import cache
 from model_cards.render import memory_equivalent_text
 from model_cards.study_reports import seconds_spread_text
 from modeling_hmmroformer.experiments.analyses.claims import CLAIMS
+from modeling_hmmroformer.experiments.analyses.evaluation import Figure1Result
 from modeling_hmmroformer.experiments.analyses.record import ModelRecord
 from modeling_hmmroformer.experiments.decisions.aggregate import (
     StudySummary,
@@ -26,6 +27,7 @@ from modeling_hmmroformer.experiments.decisions.aggregate import (
 )
 from modeling_hmmroformer.experiments.running import study_plan
 from modeling_hmmroformer.experiments.running.engine import write_state
+from modeling_hmmroformer.experiments.running.folders import read_model_results
 from modeling_hmmroformer.experiments.running.pipeline import (
     check_reuse,
     read_pipeline_state,
@@ -40,6 +42,7 @@ from modeling_hmmroformer.experiments.running.study_plan import STUDY
 from modeling_hmmroformer.experiments.running.training import prepare
 from modeling_hmmroformer.experiments.settings import PIPELINES, Settings, fingerprint, get_settings
 from probing.capture import untrained_twin
+from probing.results import ProbeResults
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -144,6 +147,22 @@ def test_a_study_goes_on_from_its_records_without_the_models(quick_studied, tmp_
     ):
         run_pipeline(quick_study(tmp_path / "other", records=records, eval_rows=16))
     assert not (tmp_path / "other").exists()
+
+
+def test_a_model_folders_analyses_are_read_back_as_typed_values(quick_studied, tmp_path):
+    """What the record is made of: Figure 1 and the probes as their typed values, the knock-out
+    as written; a folder whose probe stage never ran is refused in one line naming the file."""
+    out, _ = quick_studied
+    folder = next(path for path in sorted((out / "models").iterdir()) if path.is_dir())
+    analyses = read_model_results(folder)
+    assert isinstance(analyses.figure1, Figure1Result) and isinstance(analyses.probes, ProbeResults)
+    assert analyses.knockout == json.loads((folder / "knockout" / "knockout.json").read_text())
+    assert analyses.probes.depth == analyses.probes.model["num_hidden_layers"] > 0
+    unprobed = tmp_path / folder.name
+    shutil.copytree(folder, unprobed, ignore=shutil.ignore_patterns("probes", "training"))
+    with pytest.raises(ValueError, match="probe_results.json is missing: the model's probes stage") as error:
+        read_model_results(unprobed)
+    assert "\n" not in str(error.value)
 
 
 def test_a_rerun_skips_every_stage_and_other_settings_are_refused(quick_studied, tmp_path):
