@@ -8,6 +8,9 @@ its values through it.
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar, TypeVar
+
+Value = TypeVar("Value", bound="JsonForm")
 
 
 def check_fields(cls, data: dict, name: str, fix: str) -> None:
@@ -27,3 +30,23 @@ def check_fields(cls, data: dict, name: str, fix: str) -> None:
     ]
     if missing:
         raise ValueError(f"{name} lacks {missing[0]!r}{fix}")
+
+
+class JsonForm:
+    """A dataclass whose JSON object is its fields, in order, a field that is None left out (a
+    file written before the field existed lacks it): `to_dict()` gives the object, and
+    `from_dict` reads one back, refused in one line (`check_fields`) naming the file
+    (`json_name`, e.g. "a figure1.json") and what to do (`json_fix`)."""
+
+    json_name: ClassVar[str]
+    json_fix: ClassVar[str]
+
+    def to_dict(self) -> dict:
+        """The JSON object (fields in order; a field that is None left out)."""
+        return {key: value for key, value in dataclasses.asdict(self).items() if value is not None}
+
+    @classmethod
+    def from_dict(cls: type[Value], data: dict) -> Value:
+        """The value of its JSON object; `ValueError` naming a field it does not know or lacks."""
+        check_fields(cls, data, cls.json_name, cls.json_fix)
+        return cls(**data)

@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
-from hmm_datasets.json_form import check_fields
+from hmm_datasets.json_form import JsonForm
 
 from .records import RECORDS_VERSION, RecordSet, upgrade_v1
 
 
 @dataclass(kw_only=True)
-class ProbeResults:
+class ProbeResults(JsonForm):
     """One probing run of one network on one corpus; its JSON object keeps the fields in this
     order.
 
@@ -60,6 +60,9 @@ class ProbeResults:
     patterns: dict
     timings_s: dict[str, float]
 
+    json_name = "a probe_results.json"
+    json_fix = ": write it again with scripts/probe.py"
+
     @property
     def depth(self) -> int:
         """The probed network's number of layers."""
@@ -77,16 +80,6 @@ class ProbeResults:
         return RecordSet(
             self.records if version == RECORDS_VERSION else [upgrade_v1(r) for r in self.records]
         )
-
-    def to_dict(self) -> dict:
-        """The JSON object (fields in order; a field the results do not have left out)."""
-        return {key: value for key, value in asdict(self).items() if value is not None}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> ProbeResults:
-        """Results from their JSON object; `ValueError` naming a field it does not know or lacks."""
-        check_fields(cls, data, "a probe_results.json", ": write it again with scripts/probe.py")
-        return cls(**data)
 
     @classmethod
     def read(cls, path: str | os.PathLike) -> ProbeResults:

@@ -14,14 +14,14 @@ that the model closes; a model below that predictor is "below the in-context bas
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from hmm_datasets import HMMMixtureConfig
 from hmm_datasets.corpus import CorpusRows, open_corpus
-from hmm_datasets.json_form import check_fields
+from hmm_datasets.json_form import JsonForm
 from hmm_datasets.predictors import IN_CONTEXT, Predictor, reference_predictors
 from hmm_datasets.scoring import (
     EARLY_TOKENS,
@@ -34,7 +34,7 @@ TWIN_LABEL = "untrained twin"
 
 
 @dataclass(kw_only=True)
-class Figure1Result:
+class Figure1Result(JsonForm):
     """Figure 1 of one model on one set of test rows: its `figure1.json` keeps the fields in this
     order. Curves are keyed by predictor name ("model", "twin" where it was scored, "bayes",
     "oracle" and the in-context ladder's rungs); `labels` names each for a reader.
@@ -64,19 +64,12 @@ class Figure1Result:
     ladder: dict | None = None
     model_vs_bayes: dict[str, float]
 
+    json_name = "a figure1.json"
+    json_fix = ": write it again with scripts/figure1.py"
+
     def label(self, name: str) -> str:
         """A predictor's name for a reader (its name itself where the result keeps no labels)."""
         return (self.labels or {}).get(name, name)
-
-    def to_dict(self) -> dict:
-        """The JSON object (fields in order; a field the result does not have left out)."""
-        return {key: value for key, value in asdict(self).items() if value is not None}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> Figure1Result:
-        """A result from its JSON object; `ValueError` naming a field it does not know or lacks."""
-        check_fields(cls, data, "a figure1.json", ": write it again with scripts/figure1.py")
-        return cls(**data)
 
 
 def load_evaluation_data(data: str | HMMMixtureConfig, rows: int | None = None) -> CorpusRows:
