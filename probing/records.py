@@ -10,8 +10,8 @@ token-only baseline, chance) or a ceiling (the exact predictors, a belief probe 
 beliefs). The file says which version of this form it holds (`records_version`); version 1
 (files written before the key: no `network`, the twin's and the ceiling's metrics named
 `untrained_<metric>` and `ceiling_<metric>`, and before position groups no `positions`) reads
-through `probing.results.ProbeResults.record_set`. A `RecordSet` reads such a list once and finds a record, or one
-target's per-layer curve, by its key instead of scanning the list.
+through `probing.results.ProbeResults.record_set`. A `RecordSet` reads such a list once and
+finds a record, or one target's per-layer curve, by its key instead of scanning the list.
 """
 
 from __future__ import annotations

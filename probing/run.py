@@ -67,8 +67,9 @@ TRAIN_HALVES_STREAM = 1299709  # the seed stream that cuts each split's probe-tr
 
 
 @dataclass
-class ProbeResult:
-    """The results (probe_results.json) and the attention weights of the chosen rows (for Figure 7)."""
+class ProbingRun:
+    """What `run_probing` returns: its results (`ProbeResults`, probe_results.json) and the
+    attention weights of the chosen rows (for Figure 7)."""
 
     results: ProbeResults
     attention: np.ndarray  # [layers, rows, heads, L, L]
@@ -77,7 +78,7 @@ class ProbeResult:
 
 def run_probing(
     model, corpus: Corpus, config: ProbeConfig, *, untrained_model=None, progress: bool = True
-) -> ProbeResult:
+) -> ProbingRun:
     """Figures 2, 3(a), 3(b) and 7 of the paper for `model` on `corpus` (module docstring).
 
     Beside the classification probes, the belief-state probes (`probing.belief`) on the same rows.
@@ -144,7 +145,7 @@ def run_probing(
         device=device,
         timings=timings,
     )
-    return ProbeResult(results, attention, corpus.layout)
+    return ProbingRun(results, attention, corpus.layout)
 
 
 def probe_results(

@@ -1,8 +1,8 @@
 """One model's record: what its analyses say, small enough to commit (a study's records folder
 holds one per model, `depth<D>-seed<S>.json`). Its fields and their JSON form are here;
-`decisions.aggregate.model_record` makes one from a model folder's analyses (`ModelAnalyses`), and every
-decision across models reads records only, so a study is reported again from committed records
-without the models.
+`decisions.aggregate.model_record` makes one from a model folder's analyses (`ModelAnalyses`),
+and every decision across models reads records only, so a study is reported again from
+committed records without the models.
 """
 
 from __future__ import annotations
