@@ -7,9 +7,10 @@ one after the other, with nothing else running: the layout of a study's models (
 each). The baseline (`--baseline`, default ec73395: the commit whose code recorded
 `results/diversity`'s probe stages, 594-657 s per 4-layer K = 8192 model there) is extracted
 with `git archive` and imported alone (the editable install's finder is removed). The current
-side also reads the model a second time in the same process: a study's next model, which
-reuses what is computed once per process (the exact beliefs of the probe rows, the twin's
-probes when the twin is the same).
+side then reads the same network again in the same process against the same twin: what reading
+another kept network of the model costs (the study's `development-probe` stage reads its kept
+networks so, against the step-0 twin), with the exact beliefs of the probe rows and the twin's
+probes reused.
 
     python benchmarks/probe_speed.py --model runs/inference-8192-draw0/models/depth4-seed0/training
 
@@ -120,10 +121,10 @@ def main(argv: list[str] | None = None) -> int:
         "baseline_commit": args.baseline,
         "threads_per_side": 1,
         "current_s": now["seconds"],
-        "current_next_model_s": sides["current"][1]["seconds"],
+        "current_again_s": sides["current"][1]["seconds"],
         "baseline_s": then["seconds"],
         "ratio": then["seconds"] / now["seconds"],
-        "ratio_next_model": then["seconds"] / sides["current"][1]["seconds"],
+        "ratio_again": then["seconds"] / sides["current"][1]["seconds"],
         "accuracies_compared": len(shared),
         "largest_accuracy_difference": max(abs(now["accuracies"][k] - then["accuracies"][k]) for k in shared),
         "sides": {
