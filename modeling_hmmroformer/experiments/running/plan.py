@@ -6,6 +6,7 @@ written."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,6 +162,8 @@ def make_pipeline(
         )
     out = Path(out)
     check_replaced_fields(settings, plan)
+    if plan.grid and records is not None:
+        settings = with_recorded_depths(settings, Path(records))
     source = settings.overrides.get("data", {}).get("source")
     if source is not None:  # never silently replaced by the pipeline's own corpus
         raise ValueError(
@@ -189,6 +192,26 @@ def make_pipeline(
             models.append(ModelRun(folder, placed, tag))
     records = None if records is None else Path(records)
     return Pipeline(settings, out, plan, run, models, num_processes, progress, records)
+
+
+def with_recorded_depths(settings: Settings, records: Path) -> Settings:
+    """`settings` with every depth added whose seeds all have a record in `records`: a study run a
+    few depths at a time (`--depths 16` after the 4-layer models) reports every model recorded so
+    far, and trains only what it was asked to."""
+    recorded = {path.stem for path in records.glob("*.json")}
+    depths = {
+        int(match.group(1))
+        for match in (re.fullmatch(r"depth(\d+)-seed\d+", name) for name in recorded)
+        if match is not None
+    }
+    complete = {
+        depth
+        for depth in depths - set(settings.depths)
+        if all(names.model_folder_name(depth, seed) in recorded for seed in settings.seeds_of(depth))
+    }
+    if not complete or not settings.depths:
+        return settings
+    return settings.replace(depths=tuple(sorted({*settings.depths, *complete})))
 
 
 def check_replaced_fields(settings: Settings, plan: Plan) -> None:

@@ -149,6 +149,24 @@ def test_a_study_goes_on_from_its_records_without_the_models(quick_studied, tmp_
     assert not (tmp_path / "other").exists()
 
 
+def test_a_study_run_a_few_depths_at_a_time_reports_every_depth_recorded(tmp_path):
+    """`--depths 3` after the 2-layer models were recorded: the study's report covers both depths
+    and trains only depth 3; a depth with a seed not yet recorded is left to its own run."""
+    records = tmp_path / "records"
+    records.mkdir()
+    seeds = get_settings("quick").seeds
+    for seed in seeds:
+        (records / f"depth2-seed{seed}.json").write_text("{}")
+    study = quick_study(tmp_path / "out", records=records, depths=(3,))
+    assert study.settings.depths == (2, 3)
+    assert [name for name in study.stage_names() if name.startswith("train")] == [
+        f"train depth3 seed{seed}" for seed in seeds
+    ]
+    (records / f"depth2-seed{seeds[-1]}.json").unlink()
+    assert quick_study(tmp_path / "again", records=records, depths=(3,)).settings.depths == (3,)
+    assert quick_study(tmp_path / "none", depths=(3,)).settings.depths == (3,)  # no records folder
+
+
 def test_a_model_folders_analyses_are_read_back_as_typed_values(quick_studied, tmp_path):
     """What the record is made of: Figure 1 and the probes as their typed values, the knock-out
     as written; a folder whose probe stage never ran is refused in one line naming the file."""
