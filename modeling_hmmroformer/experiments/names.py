@@ -21,6 +21,7 @@ corpus folder's own files (Parquet shards, HMM parameters, its config) are named
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 # the names of the corpus folder's and the probes' files, where they are named
@@ -80,6 +81,9 @@ def state_file(kind: str) -> str:
 
 def model_folder_name(depth: int, seed: int) -> str:
     return f"depth{depth}-seed{seed}"
+
+
+MODEL_FOLDER_NAME = re.compile(r"depth(\d+)-seed(\d+)")  # `model_folder_name`'s, read back: depth, seed
 
 
 # Where a model folder keeps the files its card and report read, relative to it.

@@ -6,7 +6,6 @@ written."""
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -198,20 +197,16 @@ def with_recorded_depths(settings: Settings, records: Path) -> Settings:
     """`settings` with every depth added whose seeds all have a record in `records`: a study run a
     few depths at a time (`--depths 16` after the 4-layer models) reports every model recorded so
     far, and trains only what it was asked to."""
+    if not settings.depths:
+        return settings
     recorded = {path.stem for path in records.glob("*.json")}
-    depths = {
-        int(match.group(1))
-        for match in (re.fullmatch(r"depth(\d+)-seed\d+", name) for name in recorded)
-        if match is not None
-    }
+    depths = {int(match.group(1)) for match in map(names.MODEL_FOLDER_NAME.fullmatch, recorded) if match}
     complete = {
         depth
         for depth in depths - set(settings.depths)
         if all(names.model_folder_name(depth, seed) in recorded for seed in settings.seeds_of(depth))
     }
-    if not complete or not settings.depths:
-        return settings
-    return settings.replace(depths=tuple(sorted({*settings.depths, *complete})))
+    return settings.replace(depths=tuple(sorted({*settings.depths, *complete}))) if complete else settings
 
 
 def check_replaced_fields(settings: Settings, plan: Plan) -> None:
