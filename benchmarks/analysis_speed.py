@@ -179,23 +179,29 @@ def initialised_model(kind: str, folder: Path) -> str:
     return str(folder / kind)
 
 
-def baseline_tree(folder: Path) -> Path:
-    """The baseline commit's files, extracted from this clone's history."""
+def baseline_tree(folder: Path, commit: str = BASELINE) -> Path:
+    """The files of `commit` (default: the baseline), extracted from this clone's history."""
     tree = folder / "baseline"
     tree.mkdir()
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", BASELINE], capture_output=True, check=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit], capture_output=True, check=True)
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
     return tree
 
 
-def run_side(tree: Path, model_path: str, out: Path, with_lemma1: bool, again: bool = False) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(tree), "TQDM_DISABLE": "1"}
-    command = [sys.executable, __file__, "--side", model_path, str(out)]
-    command += ["lemma1" if with_lemma1 else "-", "again" if again else "-"]
-    done = subprocess.run(command, env=env, cwd=out.parent, capture_output=True, text=True)
+def side_in_tree(script: str, tree: Path, arguments: list[str], cwd: Path):
+    """What `script --side ARGUMENTS` prints last (JSON), run in a fresh process where only `tree`
+    is importable (its side calls `without_editable_install`), offline, without progress bars."""
+    env = {**os.environ, "PYTHONPATH": str(tree), "TQDM_DISABLE": "1", "HF_HUB_OFFLINE": "1"}
+    command = [sys.executable, script, "--side", *arguments]
+    done = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True)
     if done.returncode != 0:
-        raise SystemExit(f"the analysis at {tree} failed:\n{done.stderr[-3000:]}")
+        raise SystemExit(f"the side at {tree} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def run_side(tree: Path, model_path: str, out: Path, with_lemma1: bool, again: bool = False) -> dict:
+    flags = ["lemma1" if with_lemma1 else "-", "again" if again else "-"]
+    return side_in_tree(__file__, tree, [model_path, str(out), *flags], out.parent)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from analysis_speed import baseline_tree, side_in_tree, without_editable_install
 
 ROOT = Path(__file__).resolve().parents[1]
 BASELINE = "ec73395"
@@ -60,7 +60,7 @@ def read_once(model_path: str, corpus_name: str) -> dict:
 
 
 def side_main(argv: list[str]) -> int:
-    sys.meta_path[:] = [finder for finder in sys.meta_path if "__editable__" not in repr(finder)]
+    without_editable_install()
     import torch
 
     torch.set_num_threads(1)
@@ -74,12 +74,7 @@ def side_main(argv: list[str]) -> int:
 
 # ---- the harness -----------------------------------------------------------------------------
 def run_side(tree: Path, model_path: str, corpus_name: str, again: bool) -> list[dict]:
-    env = {**os.environ, "PYTHONPATH": str(tree), "TQDM_DISABLE": "1", "HF_HUB_OFFLINE": "1"}
-    command = [sys.executable, __file__, "--side", model_path, corpus_name, "again" if again else "-"]
-    done = subprocess.run(command, env=env, cwd=tree, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"the probes at {tree} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return side_in_tree(__file__, tree, [model_path, corpus_name, "again" if again else "-"], tree)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,12 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     from common import write_result
 
     with tempfile.TemporaryDirectory() as scratch:
-        baseline = Path(scratch) / "baseline"
-        baseline.mkdir()
-        archive = subprocess.run(
-            ["git", "-C", str(ROOT), "archive", args.baseline], capture_output=True, check=True
-        )
-        subprocess.run(["tar", "-x", "-C", str(baseline)], input=archive.stdout, check=True)
+        baseline = baseline_tree(Path(scratch), args.baseline)
         sides = {"current": run_side(ROOT, model_path, args.corpus, again=True)}
         print(f"current: {[round(read['seconds'], 1) for read in sides['current']]} s", flush=True)
         sides["baseline"] = run_side(baseline, model_path, args.corpus, again=False)
