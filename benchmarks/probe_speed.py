@@ -14,9 +14,14 @@ probes reused.
 
     python benchmarks/probe_speed.py --model runs/inference-8192-draw0/models/depth4-seed0/training
 
+A third side (`--before`, default 909abd4: the exact beliefs in float64, now float32) says
+which recorded numbers the latest change moved: every record value of its first read against
+the current one's, the largest difference per metric.
+
 Writes results/probe_speed.json: each side's seconds and its own sub-timings (`timings_s`),
-`ratio` (baseline over current, first read), and the largest difference of any probe accuracy
-between the sides (the estimators changed between the commits; docs/benchmarks.md).
+`ratio` (baseline over current, first read), the largest difference of any probe accuracy
+between current and baseline (the estimators changed between those commits;
+docs/benchmarks.md), and `changed_by_before` (metric -> the largest difference from `--before`).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from analysis_speed import baseline_tree, side_in_tree, without_editable_install
 
 ROOT = Path(__file__).resolve().parents[1]
 BASELINE = "ec73395"
+BEFORE = "909abd4"  # the last commit whose exact beliefs were float64
 CORPUS = "diversity-8192"
 
 
@@ -51,12 +57,42 @@ def read_once(model_path: str, corpus_name: str) -> dict:
     results = run_probing(model, corpus, ProbeConfig(), untrained_model=twin, progress=False).results
     seconds = time.perf_counter() - start
     results = results if isinstance(results, dict) else results.to_dict()  # the baseline's are a dict
-    accuracies = {
-        f"{r['target']}/{r['layer']}/{r.get('positions', 'all')}": r["value"]
+    values = {
+        "/".join(str(r.get(key)) for key in ("metric", "target", "layer", "head", "positions", "network")): r[
+            "value"
+        ]
         for r in results["records"]
-        if r["metric"] == "accuracy" and r.get("network", "trained") == "trained" and r["head"] is None
     }
-    return {"seconds": seconds, "timings_s": results["timings_s"], "accuracies": accuracies}
+    return {"seconds": seconds, "timings_s": results["timings_s"], "values": values}
+
+
+def trained_accuracies(values: dict) -> dict:
+    """The trained network's probe accuracies (no head) among a side's record values."""
+    out = {}
+    for key, value in values.items():
+        metric, target, layer, head, positions, network = key.split("/")
+        if metric == "accuracy" and network in ("trained", "None") and head == "None":
+            out[f"{target}/{layer}/{'all' if positions == 'None' else positions}"] = value
+    return out
+
+
+def largest_changes(before: dict, after: dict) -> dict[str, float]:
+    """metric -> the largest `value_change` of a record value both sides hold."""
+    out: dict[str, float] = {}
+    for key in sorted(set(before) & set(after)):
+        metric = key.split("/")[0]
+        out[metric] = max(out.get(metric, 0.0), value_change(before[key], after[key]))
+    return out
+
+
+def value_change(a, b) -> float:
+    """|a - b| of two numbers; 0 for equal values (NaN equal to NaN, None to None), infinity
+    where only one is a number."""
+    if a == b or (a != a and b != b):
+        return 0.0
+    if isinstance(a, float | int) and isinstance(b, float | int) and a == a and b == b:
+        return abs(a - b)
+    return float("inf")
 
 
 def side_main(argv: list[str]) -> int:
@@ -88,6 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--baseline", default=BASELINE, help="the commit to compare with (default: %(default)s)"
     )
+    parser.add_argument(
+        "--before",
+        default=BEFORE,
+        help="the commit before the latest change, whose records are compared value by value "
+        "(default: %(default)s)",
+    )
     args = parser.parse_args(argv)
     model_path = str(Path(args.model).resolve())
     if not (Path(model_path) / "config.json").is_file():
@@ -98,33 +140,42 @@ def main(argv: list[str] | None = None) -> int:
     from common import write_result
 
     with tempfile.TemporaryDirectory() as scratch:
-        baseline = baseline_tree(Path(scratch), args.baseline)
         sides = {"current": run_side(ROOT, model_path, args.corpus, again=True)}
         print(f"current: {[round(read['seconds'], 1) for read in sides['current']]} s", flush=True)
-        sides["baseline"] = run_side(baseline, model_path, args.corpus, again=False)
-        print(f"baseline: {sides['baseline'][0]['seconds']:.1f} s", flush=True)
-    now, then = sides["current"][0], sides["baseline"][0]
-    shared = sorted(set(now["accuracies"]) & set(then["accuracies"]))
+        for name, commit in (("before", args.before), ("baseline", args.baseline)):
+            (Path(scratch) / name).mkdir()
+            sides[name] = run_side(
+                baseline_tree(Path(scratch) / name, commit), model_path, args.corpus, False
+            )
+            print(f"{name} ({commit}): {sides[name][0]['seconds']:.1f} s", flush=True)
+    now, before, then = sides["current"][0], sides["before"][0], sides["baseline"][0]
+    accuracies = {name: trained_accuracies(side["values"]) for name, side in (("now", now), ("then", then))}
+    shared = sorted(set(accuracies["now"]) & set(accuracies["then"]))
     result = {
         "model": model_path,
         "corpus": args.corpus,
         "baseline_commit": args.baseline,
+        "before_commit": args.before,
         "threads_per_side": 1,
         "current_s": now["seconds"],
         "current_again_s": sides["current"][1]["seconds"],
+        "before_s": before["seconds"],
         "baseline_s": then["seconds"],
         "ratio": then["seconds"] / now["seconds"],
         "ratio_again": then["seconds"] / sides["current"][1]["seconds"],
         "accuracies_compared": len(shared),
-        "largest_accuracy_difference": max(abs(now["accuracies"][k] - then["accuracies"][k]) for k in shared),
+        "largest_accuracy_difference": max(abs(accuracies["now"][k] - accuracies["then"][k]) for k in shared),
+        "records_compared_with_before": len(set(now["values"]) & set(before["values"])),
+        "changed_by_before": largest_changes(before["values"], now["values"]),
         "sides": {
-            name: [{k: v for k, v in read.items() if k != "accuracies"} for read in reads]
+            name: [{k: v for k, v in read.items() if k != "values"} for read in reads]
             for name, reads in sides.items()
         },
     }
     print(
         f"probes: baseline {then['seconds']:.1f} s, current {now['seconds']:.1f} s ({result['ratio']:.2f}x)"
     )
+    print(f"largest change from {args.before}, by metric: {result['changed_by_before']}")
     print(f"wrote {write_result('probe_speed', result)}")
     return 0
 
