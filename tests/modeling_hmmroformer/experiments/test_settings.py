@@ -2,8 +2,6 @@
 configs changed by nested dicts, the table of named pipelines, the fingerprint."""
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -77,20 +75,13 @@ def test_a_bad_override_says_how_to_write_one(arguments, message):
         parse_overrides(arguments, SECTIONS)
 
 
-def test_an_unknown_yaml_section_is_one_line_with_the_nearest_section(tmp_path):
-    """scripts/train.py, the process `accelerate launch` starts: one line, exit status 2, no traceback."""
+def test_an_unknown_yaml_section_is_one_line_with_the_nearest_section(tmp_path, run_script):
+    """scripts/train.py, the command `accelerate launch` starts: one line, exit status 2, no traceback."""
     config = tmp_path / "run.yaml"
     config.write_text((ROOT / "configs" / "tiny.yaml").read_text().replace("\nrun:", "\nrnu:"))
     with pytest.raises(ValueError, match=r"unknown section\(s\) \['rnu'\] \(did you mean run\?\)"):
         load_run_config(config)
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "train.py"), str(config)],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-        check=False,
-    )
+    done = run_script("scripts/train.py", config, cwd=tmp_path)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert done.stderr.startswith(f"error: {config}: unknown section(s) ['rnu'] (did you mean run?)")
     assert sorted(path.name for path in tmp_path.iterdir()) == ["run.yaml"]

@@ -340,16 +340,18 @@ def test_a_killed_run_resumes_where_it_stopped_with_the_same_data_order(trained,
         assert continued[step] == pytest.approx(uninterrupted[step], abs=1e-6)
 
 
-def test_resuming_a_finished_run_changes_nothing(trained, tmp_path):
+def test_resuming_a_finished_run_changes_nothing(trained, tmp_path, run_script, caplog):
+    """The launched run's train.py command again with --resume (in this process: what it
+    launches is the same `main`)."""
     out = tmp_path / "run"
     shutil.copytree(trained[0], out)
     files = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    resumed = subprocess.run(
-        launch_tiny(out) + ["--resume"], env=env, capture_output=True, text=True, timeout=600
-    )
+    arguments = launch_tiny(out)[launch_tiny(out).index(str(ROOT / "scripts" / "train.py")) + 1 :]
+    with caplog.at_level("WARNING", logger=training.logger.name):
+        resumed = run_script("scripts/train.py", *arguments, "--resume")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert "already finished at step 40: nothing to resume" in resumed.stderr
+    assert f"{out} already finished at step 40: nothing to resume." in caplog.messages
+    assert resumed.stdout.startswith(f"trained {40 * 16 * 52:,} tokens")  # the finished run's summary
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()} == files  # nothing written
     assert not (out / "checkpoint-41").exists()
 
