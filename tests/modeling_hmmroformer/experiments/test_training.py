@@ -346,7 +346,8 @@ def test_resuming_a_finished_run_changes_nothing(trained, tmp_path, run_script, 
     out = tmp_path / "run"
     shutil.copytree(trained[0], out)
     files = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
-    arguments = launch_tiny(out)[launch_tiny(out).index(str(ROOT / "scripts" / "train.py")) + 1 :]
+    launched = launch_tiny(out)
+    arguments = launched[launched.index(str(ROOT / "scripts" / "train.py")) + 1 :]
     with caplog.at_level("WARNING", logger=training.logger.name):
         resumed = run_script("scripts/train.py", *arguments, "--resume")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
