@@ -12,7 +12,13 @@ another kept network of the model costs (the study's `development-probe` stage r
 networks so, against the step-0 twin), with the exact beliefs of the probe rows and the twin's
 probes reused.
 
-    python benchmarks/probe_speed.py --model runs/inference-8192-draw0/models/depth4-seed0/training
+    python benchmarks/probe_speed.py --model runs/inference-8192-draw0/models/depth4-seed0/training \
+        --next-model runs/inference-8192-draw0/models/depth4-seed1/training
+
+With `--next-model`, the current and baseline sides then read another model in the same
+process, against its own twin: what each further model of a corpus costs a study's worker,
+which reads its models one after the other (what is computed once per corpus, such as the
+exact beliefs of the probe rows, is reused; the baseline's side reuses what its code reused).
 
 A third side (`--before`, default 909abd4: the exact beliefs in float64, now float32) says
 which recorded numbers the latest change moved: every record value of its first read against
@@ -100,17 +106,27 @@ def side_main(argv: list[str]) -> int:
     import torch
 
     torch.set_num_threads(1)
-    model_path, corpus_name, again = argv[0], argv[1], argv[2] == "again"
+    model_path, corpus_name, again, next_model = argv[0], argv[1], argv[2] == "again", argv[3]
     reads = [read_once(model_path, corpus_name)]
     if again:
         reads.append(read_once(model_path, corpus_name))
+    if next_model != "-":  # another model of the corpus, as a study's worker reads its next one
+        reads.append({**read_once(next_model, corpus_name), "next_model": True})
     print(json.dumps(reads))
     return 0
 
 
 # ---- the harness -----------------------------------------------------------------------------
-def run_side(tree: Path, model_path: str, corpus_name: str, again: bool) -> list[dict]:
-    return side_in_tree(__file__, tree, [model_path, corpus_name, "again" if again else "-"], tree)
+def run_side(
+    tree: Path, model_path: str, corpus_name: str, again: bool, next_model: str | None
+) -> list[dict]:
+    arguments = [model_path, corpus_name, "again" if again else "-", next_model or "-"]
+    return side_in_tree(__file__, tree, arguments, tree)
+
+
+def next_model_read(reads: list[dict]) -> dict | None:
+    """A side's read of the next model (`--next-model`), or None."""
+    return next((read for read in reads if read.get("next_model")), None)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,24 +146,31 @@ def main(argv: list[str] | None = None) -> int:
         help="the commit before the latest change, whose records are compared value by value "
         "(default: %(default)s)",
     )
+    parser.add_argument(
+        "--next-model",
+        help="another checkpoint of the same architecture, read next in the current and baseline "
+        "sides' processes: what each further model of a study's corpus costs",
+    )
     args = parser.parse_args(argv)
     model_path = str(Path(args.model).resolve())
-    if not (Path(model_path) / "config.json").is_file():
-        parser.error(
-            f"{args.model} has no config.json: pass a checkpoint folder (a study model's training/)."
-        )
+    next_model = None if args.next_model is None else str(Path(args.next_model).resolve())
+    for given, path in ((args.model, model_path), (args.next_model, next_model)):
+        if path is not None and not (Path(path) / "config.json").is_file():
+            parser.error(f"{given} has no config.json: pass a checkpoint folder (a study model's training/).")
 
     from common import write_result
 
     with tempfile.TemporaryDirectory() as scratch:
-        sides = {"current": run_side(ROOT, model_path, args.corpus, again=True)}
+        sides = {"current": run_side(ROOT, model_path, args.corpus, True, next_model)}
         print(f"current: {[round(read['seconds'], 1) for read in sides['current']]} s", flush=True)
-        for name, commit in (("before", args.before), ("baseline", args.baseline)):
+        for name, commit, then_next in (
+            ("before", args.before, None),
+            ("baseline", args.baseline, next_model),
+        ):
             (Path(scratch) / name).mkdir()
-            sides[name] = run_side(
-                baseline_tree(Path(scratch) / name, commit), model_path, args.corpus, False
-            )
-            print(f"{name} ({commit}): {sides[name][0]['seconds']:.1f} s", flush=True)
+            tree = baseline_tree(Path(scratch) / name, commit)
+            sides[name] = run_side(tree, model_path, args.corpus, False, then_next)
+            print(f"{name} ({commit}): {[round(read['seconds'], 1) for read in sides[name]]} s", flush=True)
     now, before, then = sides["current"][0], sides["before"][0], sides["baseline"][0]
     accuracies = {name: trained_accuracies(side["values"]) for name, side in (("now", now), ("then", then))}
     shared = sorted(set(accuracies["now"]) & set(accuracies["then"]))
@@ -163,6 +186,10 @@ def main(argv: list[str] | None = None) -> int:
         "baseline_s": then["seconds"],
         "ratio": then["seconds"] / now["seconds"],
         "ratio_again": then["seconds"] / sides["current"][1]["seconds"],
+        "next_model": next_model,
+        "current_next_model_s": None,
+        "baseline_next_model_s": None,
+        "ratio_next_model": None,
         "accuracies_compared": len(shared),
         "largest_accuracy_difference": max(abs(accuracies["now"][k] - accuracies["then"][k]) for k in shared),
         "records_compared_with_before": len(set(now["values"]) & set(before["values"])),
@@ -172,6 +199,14 @@ def main(argv: list[str] | None = None) -> int:
             for name, reads in sides.items()
         },
     }
+    now_next, then_next = (next_model_read(sides[name]) for name in ("current", "baseline"))
+    if now_next is not None and then_next is not None:
+        result["current_next_model_s"], result["baseline_next_model_s"] = (
+            now_next["seconds"],
+            then_next["seconds"],
+        )
+        result["ratio_next_model"] = then_next["seconds"] / now_next["seconds"]
+        print(f"next model: baseline {then_next['seconds']:.1f} s, current {now_next['seconds']:.1f} s")
     print(
         f"probes: baseline {then['seconds']:.1f} s, current {now['seconds']:.1f} s ({result['ratio']:.2f}x)"
     )
