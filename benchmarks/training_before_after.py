@@ -33,11 +33,11 @@ import time
 from pathlib import Path
 
 from analysis_speed import baseline_tree, without_editable_install
-from training_speed import FLOPS_PER_CYCLE, cpu_mhz
+from training_speed import FLOPS_PER_CYCLE, cpu_mhz, flops_per_token
 
 ROOT = Path(__file__).resolve().parents[1]
 BASELINE = "4f18a7e"
-ROWS, LENGTH, WIDTH = 32, 136, 64  # configs/study.yaml's batch of the `small` corpus's rows
+ROWS, LENGTH = 32, 136  # configs/study.yaml's batch of the `small` corpus's rows
 SKIPPED_STEPS = 10
 STEPS = {4: 500, 16: 150}  # about two minutes of each network's training
 
@@ -98,24 +98,23 @@ def trainings(tree: Path, depth: int, steps: int, seeds: list[int], scratch: Pat
     for seed in seeds:
         out = scratch / f"depth{depth}-seed{seed}-{time.monotonic_ns()}"
         command = [sys.executable, __file__, "--side", str(depth), str(steps), str(seed), str(out)]
-        started.append(
-            subprocess.Popen(
-                command, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-            )
-        )
+        log = (scratch / f"{out.name}.log").open("w")  # a file: a full pipe would stall the training
+        started.append((subprocess.Popen(command, cwd=tree, env=env, stdout=log, stderr=log, text=True), log))
     results = []
-    for process in started:
-        stdout, stderr = process.communicate()
+    for process, log in started:
+        process.wait()
+        log.close()
+        printed = Path(log.name).read_text()
         if process.returncode != 0:
-            raise SystemExit(f"a training of the tree at {tree} failed:\n{stderr[-3000:]}")
-        results.append(json.loads(stdout.strip().splitlines()[-1]))
+            raise SystemExit(f"a training of the tree at {tree} failed:\n{printed[-3000:]}")
+        results.append(json.loads(printed.strip().splitlines()[-1]))
     return results
 
 
 def pair_rate(results: list[dict], depth: int, peak: float) -> dict:
     """The pair's tokens/s and its fraction of the cores' peak."""
     tokens_per_s = sum(result["steps_per_s"] for result in results) * ROWS * LENGTH
-    flops = 6 * results[0]["parameters"] + 6 * 2 * depth * LENGTH * WIDTH
+    flops = flops_per_token(results[0]["parameters"], depth)
     return {
         "steps_per_s_each": [result["steps_per_s"] for result in results],
         "tokens_per_s": tokens_per_s,
