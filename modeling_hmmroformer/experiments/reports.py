@@ -23,9 +23,10 @@ from .analyses.development import development_from_dict
 from .analyses.record import ModelRecord
 from .decisions.aggregate import StudySummary
 from .decisions.architectures import ARCHITECTURES_TITLE, redecide_architectures, summarize_architectures
-from .decisions.diversity import DIVERSITY_TITLE, redecide_diversity, summarize_diversity
+from .decisions.diversity import DIVERSITY_TITLE, planned_cells, redecide_diversity, summarize_diversity
 from .figures.across import ARCHITECTURES_FIGURE, is_diversity_figure, plot_architectures, plot_diversity
 from .running.stages import machine_description
+from .settings import PIPELINES, record_fingerprint
 
 
 def read_study_summaries(studies: list[Path]) -> list[StudySummary]:
@@ -58,30 +59,53 @@ def write_diversity_report(studies: list[Path], out: Path, readme: str | os.Path
 
 def committed_report(folder: Path) -> tuple[dict, dict[tuple[str, int], list[ModelRecord]], dict]:
     """A committed report folder across studies (`results/diversity`, `results/architectures`):
-    its results.json, its models' records by (study, depth) and each study's ladder facts on the
-    yardstick rows (None where not measured), read from where its `decided_from` names them
-    (paths from `folder`; by default `<study>/models` and `<study>/yardsticks.json`);
-    `ValueError` naming what is missing."""
+    its results.json, its models' records by (study, depth) and each study's yardstick facts
+    (None where not measured), read from where its `decided_from` names them (paths from
+    `folder`; by default `<study>/models` and `<study>/yardsticks.json`). A report of a family of
+    studies (`diversity.FAMILIES`) also reads every study of the family recorded there since it
+    was written. `ValueError` naming what is missing, or a record made with other settings than
+    its named study's."""
     path = folder / names.RESULTS_JSON
     if not path.is_file():
         raise ValueError(f"{folder} has no {names.RESULTS_JSON}: give a folder a report across studies wrote")
     summary = json.loads(path.read_text())
     studies = list(dict.fromkeys(c["study"] for c in summary["cells"]))
-    sources = summary.get("decided_from") or decided_from(studies)
+    if summary.get("family") is not None:
+        planned = dict.fromkeys(study for study, _ in planned_cells(summary["family"]))
+        studies += [
+            s for s in planned if s not in studies and any((folder / s / names.MODELS).glob("*.json"))
+        ]
+    sources = with_default_sources(summary.get("decided_from"), studies)
     records: dict[tuple[str, int], list[ModelRecord]] = {}
-    ladders: dict[str, dict | None] = {}
+    facts: dict[str, dict | None] = {}
     for study in studies:
         files = sorted((folder / sources["records"][study]).glob("*.json"))
         if not files:
             raise ValueError(
                 f"{folder / sources['records'][study]} holds no records: the report is decided from them"
             )
-        read = (ModelRecord.from_dict(json.loads(f.read_text())) for f in files)
+        read = [ModelRecord.from_dict(json.loads(f.read_text())) for f in files]
+        check_registered(study, read, folder / sources["records"][study])
         for record in sorted(read, key=lambda r: r.seed):
             records.setdefault((study, record.depth), []).append(record)
-        facts = folder / sources["yardsticks"][study]
-        ladders[study] = json.loads(facts.read_text()).get("ladder") if facts.is_file() else None
-    return {**summary, "decided_from": sources}, records, ladders
+        found = folder / sources["yardsticks"][study]
+        facts[study] = json.loads(found.read_text()) if found.is_file() else None
+    return {**summary, "decided_from": sources}, records, facts
+
+
+def check_registered(study: str, records: list[ModelRecord], where: Path) -> None:
+    """`ValueError` for a record in `where` made with other settings than the named study's
+    (`PIPELINES`; a study not named there is not checked)."""
+    if study not in PIPELINES:
+        return
+    expected = record_fingerprint(study)
+    for record in records:
+        if record.fingerprint != expected:
+            raise ValueError(
+                f"{where}: the record of depth {record.depth} seed {record.seed} was made with other settings "
+                f"than {study}'s (fingerprint {record.fingerprint}, {study}'s {expected}): move it out of "
+                "the report's records (nothing was changed)."
+            )
 
 
 def decided_from(studies: list[str]) -> dict:
@@ -93,11 +117,18 @@ def decided_from(studies: list[str]) -> dict:
     }
 
 
+def with_default_sources(sources: dict | None, studies: list[str]) -> dict:
+    """A report's `decided_from`, with the default layout (`decided_from`) for every study it
+    does not name."""
+    defaults = decided_from(studies)
+    return {kind: {**paths, **(sources or {}).get(kind, {})} for kind, paths in defaults.items()}
+
+
 def redecide_diversity_report(folder: Path, readme: str | os.PathLike | None = None) -> Path:
     """A committed cross-K report decided again by today's rule from its committed records
     (`committed_report`), rewritten in place (and `readme`'s status table when given)."""
-    summary, records, ladders = committed_report(folder)
-    summary = redecide_diversity(summary, records, ladders)
+    summary, records, facts = committed_report(folder)
+    summary = redecide_diversity(summary, records, facts)
     developments = kept_developments(records.values())
     return write_diversity_summary(summary, folder, readme, summary.get("machine"), developments)
 
@@ -105,8 +136,8 @@ def redecide_diversity_report(folder: Path, readme: str | os.PathLike | None = N
 def redecide_architectures_report(folder: Path) -> Path:
     """A committed architecture comparison decided again by today's rule from its committed
     records (`committed_report`; one corpus, so one ladder), rewritten in place."""
-    summary, records, ladders = committed_report(folder)
-    summary = redecide_architectures(summary, records, next(iter(ladders.values())))
+    summary, records, facts = committed_report(folder)
+    summary = redecide_architectures(summary, records, (next(iter(facts.values())) or {}).get("ladder"))
     return write_architectures_summary(summary, folder, summary.get("machine"))
 
 

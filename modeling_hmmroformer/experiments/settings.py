@@ -651,3 +651,15 @@ def get_settings(name: str, **changes) -> Settings:
     if name not in PIPELINES:
         raise ValueError(f"{name!r} is not a named pipeline; choose one of {sorted(PIPELINES)}.")
     return PIPELINES[name].replace(**changes)
+
+
+def pipeline_run_config(settings: Settings, configs_dir: str | os.PathLike = CONFIGS_DIR) -> RunConfig:
+    """A pipeline's run config: its file in `configs_dir` with its overrides applied."""
+    return load_run_config(Path(configs_dir) / settings.run_config, settings.overrides)
+
+
+def record_fingerprint(name: str) -> str:
+    """What the record of a model of the named pipeline carries (`fingerprint` without the grid):
+    equal for every depth and seed it trains."""
+    settings = get_settings(name)
+    return fingerprint(settings, pipeline_run_config(settings), grid=False)

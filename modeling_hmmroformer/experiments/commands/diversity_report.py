@@ -17,8 +17,11 @@ diagram and each K's development). With --readme, the status table between that 
     python scripts/diversity_report.py --redecide results/diversity --readme README.md
 
 decides a committed report again by today's rule (docs/study.md) from its committed records
-(`<folder>/<study>/models/*.json`, the ladder in `<folder>/<study>/yardsticks.json`), without
-the study folders, and rewrites it in place.
+(`<folder>/<study>/models/*.json`, the yardsticks' facts in `<folder>/<study>/yardsticks.json`),
+without the study folders, and rewrites it in place. Every cell is summarized again from its
+records, so a model recorded there since the report was written (`scripts/study.py --records
+<folder>/<study>/models`, on any machine) joins its cell, and a study of the family recorded there
+since joins the report; a record made with other settings than its study's is refused.
 """
 
 from __future__ import annotations

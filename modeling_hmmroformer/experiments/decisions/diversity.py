@@ -21,8 +21,15 @@ from ..analyses.claims import CLAIMS, claim_words, decide_report, model_statisti
 from ..analyses.development import Development, development_from_dict
 from ..analyses.ladder_gate import LEARNERS
 from ..analyses.record import ModelRecord
-from ..settings import PIPELINES
-from .aggregate import StudySummary, counted_statistics, ladder_places
+from ..settings import PIPELINES, pipeline_run_config
+from .aggregate import (
+    StudySummary,
+    counted_statistics,
+    ladder_across_seeds,
+    ladder_places,
+    time_row,
+    yardsticks_row,
+)
 from .verdicts import across_seeds
 
 DIVERSITY_TITLE = "# Retrieval or inference?"  # the report's first line starts so
@@ -49,28 +56,55 @@ def planned_cells(family: str = "diversity") -> list[tuple[str, int]]:
 
 def study_cells(summary: StudySummary) -> list[dict]:
     """One cell per depth of a study's summary: what the cross-K report reads of it."""
-    corpus = summary.corpus
-    convergence = (summary.yardsticks or {}).get("convergence", {})
     return [
-        {
-            "study": summary.name,
-            "num_tasks": corpus["num_tasks"],
-            "corpus_seed": corpus["seed"],
-            "depth": d["depth"],
-            "seeds": d["seeds"],
-            "kl_bayes_model": d["kl_bayes_model"],
-            "gap_closed": d["gap_closed"],
-            "model_accuracy": d["model_accuracy"],
-            "bayes_accuracy": d["bayes_accuracy"],
-            "best_in_context": d["best_in_context"],
-            "best_in_context_accuracy": d["best_in_context_accuracy"],
-            "yardsticks": d["yardsticks"],
-            "prior_spread": {split: c["spread"]["kl_symmetric"] for split, c in convergence.items()},
-            "prior_label": {split: c["label"] for split, c in convergence.items()},
-            "seconds": d["seconds"],
-        }
-        for d in summary.depths
+        cell_from_records(
+            summary.name,
+            [r for r in summary.models if r.depth == depth],
+            summary.yardsticks,
+            summary.corpus["num_tasks"],
+            summary.corpus["seed"],
+        )
+        for depth in dict.fromkeys(r.depth for r in summary.models)  # the grid's order
     ]
+
+
+def cell_from_records(
+    study: str, records: list[ModelRecord], facts: dict | None, num_tasks: int, corpus_seed: int
+) -> dict:
+    """One cell of the cross-K report (a study's models of one depth) from its models' records and
+    its corpus's yardstick facts (`facts`: the yardsticks stage's JSON, None without unseen
+    tasks), as the study's own summary (`aggregate.summarize_study`) measures them."""
+    if facts is None and any(r.yardsticks is not None for r in records):
+        raise ValueError(
+            f"{study}'s models were placed on its corpus's yardsticks, whose facts are not given: "
+            "put the yardsticks stage's yardsticks.json beside its records"
+        )
+    convergence = (facts or {}).get("convergence", {})
+    spreads = {split: c["spread"]["kl_symmetric"] for split, c in convergence.items()}
+    ladder = ladder_across_seeds([r.ladder for r in records])
+    return {
+        "study": study,
+        "num_tasks": num_tasks,
+        "corpus_seed": corpus_seed,
+        "depth": records[0].depth,
+        "seeds": [r.seed for r in records],
+        "kl_bayes_model": across_seeds([r.model_vs_bayes["kl_bayes_model"] for r in records]),
+        **{key: ladder[key] for key in LADDER_KEYS},
+        "yardsticks": yardsticks_row([r.yardsticks for r in records], spreads),
+        "prior_spread": spreads,
+        "prior_label": {split: c["label"] for split, c in convergence.items()},
+        "seconds": time_row([r.seconds for r in records]),
+    }
+
+
+# what a cell reads of its models' place on the ladder (`aggregate.ladder_across_seeds`)
+LADDER_KEYS = (
+    "gap_closed",
+    "model_accuracy",
+    "bayes_accuracy",
+    "best_in_context",
+    "best_in_context_accuracy",
+)
 
 
 def learner_of(counts: dict[str, int]) -> str:
@@ -260,13 +294,35 @@ def decided_summary(
 
 
 def redecide_diversity(
-    summary: dict, records: dict[tuple[str, int], list[ModelRecord]], ladders: dict
+    summary: dict, records: dict[tuple[str, int], list[ModelRecord]], facts: dict[str, dict | None]
 ) -> dict:
     """A committed cross-K summary decided again by today's rule from its models' committed
-    records (`records`: (study, depth) -> records; `ladders`: study -> its corpus's ladder facts
-    on the yardstick rows): every part the rule decides replaced, the rest kept."""
-    kept = [{k: v for k, v in c.items() if k not in PLACED_KEYS} for c in summary["cells"]]
-    return {**summary, **decided_summary(kept, records, ladders, summary.get("family", "diversity"))}
+    records (`records`: (study, depth) -> records; `facts`: study -> its corpus's yardstick facts,
+    None where not measured): every cell summarized again from its records (`cell_from_records`),
+    so a model recorded since the report was written joins its cell and a (study, depth) recorded
+    since gets its own; every part the rule decides replaced, the rest kept."""
+    family = summary.get("family", "diversity")
+    cells = [
+        cell_from_records(study, mine, facts.get(study), *registered_corpus(study))
+        for (study, _), mine in records.items()
+    ]
+    ladders = {study: (found or {}).get("ladder") for study, found in facts.items()}
+    present = {(c["study"], c["depth"]) for c in cells}
+    return {
+        **summary,
+        "missing": [
+            f"{study} at {depth} layers"
+            for study, depth in planned_cells(family)
+            if (study, depth) not in present
+        ],
+        **decided_summary(cells, records, ladders, family),
+    }
+
+
+def registered_corpus(study: str) -> tuple[int, int]:
+    """(K, corpus seed) of the corpus a named study (`PIPELINES`) trains on."""
+    corpus = pipeline_run_config(PIPELINES[study]).corpus_config()
+    return corpus.num_tasks, corpus.seed
 
 
 PLACED_KEYS = ("verdicts", "learner", "ladder_places", "own")  # what a decision adds to a cell

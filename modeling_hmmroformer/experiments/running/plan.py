@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from .. import names
-from ..settings import CONFIGS_DIR, RunConfig, Settings, fingerprint, flat_settings, load_run_config
+from ..settings import CONFIGS_DIR, RunConfig, Settings, fingerprint, flat_settings, pipeline_run_config
 from .engine import RunState
 from .training import kept_steps
 
@@ -171,7 +171,7 @@ def make_pipeline(
             "from the corpus section (--corpus.<field> value) and reads no other; to train on a corpus "
             "folder of your own, run scripts/train.py with --data.source (nothing was written)."
         )
-    run = load_run_config(Path(configs_dir) / settings.run_config, settings.overrides)
+    run = pipeline_run_config(settings, configs_dir)
     check_probe_tasks(settings, run)
     check_development_probes(settings, run)
     run = run.with_overrides({"data": {"source": str(out / names.CORPUS)}})

@@ -6,6 +6,7 @@ that would change a published verdict fails here until the results are regenerat
 `scripts/architectures_report.py --redecide results/architectures`)."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -58,5 +59,88 @@ def test_the_studies_across_k_are_their_records_decided_again(family):
 
 def test_the_architecture_comparison_is_its_records_decided_again():
     committed = json.loads((RESULTS / "architectures" / "results.json").read_text())
-    summary, records, ladders = committed_report(RESULTS / "architectures")
-    check(committed, redecide_architectures(summary, records, next(iter(ladders.values()))), "cells")
+    summary, records, facts = committed_report(RESULTS / "architectures")
+    check(committed, redecide_architectures(summary, records, next(iter(facts.values()))["ladder"]), "cells")
+
+
+CELL_NUMBERS = ("kl_bayes_model", "gap_closed", "model_accuracy", "bayes_accuracy", "yardsticks", "seconds")
+
+
+def numbers_of(value, path=""):
+    """(path, number) of every number in a nested JSON value."""
+    if isinstance(value, dict):
+        return [pair for key, inner in value.items() for pair in numbers_of(inner, f"{path}.{key}")]
+    if isinstance(value, list):
+        return [pair for i, inner in enumerate(value) for pair in numbers_of(inner, f"{path}[{i}]")]
+    return [(path, value)] if isinstance(value, (int, float)) and not isinstance(value, bool) else []
+
+
+@pytest.mark.parametrize("family", ["diversity", "inference"])
+def test_the_committed_cells_are_their_records_summarized_again(family):
+    """What the report read of each study folder's own report is what the committed records give:
+    the report can be rebuilt from the committed records alone (the intervals' bounds within 1e-4
+    of those the older reports were written with, whose t quantiles were computed otherwise)."""
+    committed = json.loads((RESULTS / family / "results.json").read_text())
+    rebuilt = {
+        (c["study"], c["depth"]): c for c in redecide_diversity(*committed_report(RESULTS / family))["cells"]
+    }
+    assert [(c["study"], c["depth"]) for c in committed["cells"]] == list(rebuilt)
+    for cell in committed["cells"]:
+        mine = rebuilt[(cell["study"], cell["depth"])]
+        for key in ("num_tasks", "corpus_seed", "seeds", "best_in_context", "prior_label", "learner"):
+            assert mine[key] == cell[key], (cell["study"], cell["depth"], key)
+        for key in CELL_NUMBERS:
+            old, new = numbers_of(cell[key]), numbers_of(mine[key])
+            assert [p for p, _ in new] == [p for p, _ in old], (cell["study"], key)
+            for (path, a), (_, b) in zip(old, new):
+                rel = 1e-4 if path.endswith(("ci_low", "ci_high")) else 1e-9
+                assert b == pytest.approx(a, rel=rel, abs=1e-12), (
+                    f"{cell['study']} {cell['depth']} {key}{path}"
+                )
+
+
+@pytest.fixture
+def inference_copy(tmp_path):
+    """The committed inference report with its records, in a folder of its own."""
+    folder = tmp_path / "inference"
+    shutil.copytree(RESULTS / "inference", folder, ignore=shutil.ignore_patterns("figures", "*.md"))
+    return folder
+
+
+def test_a_model_recorded_after_the_report_joins_it(inference_copy):
+    """The report as written before the 16-layer cell of draw 1 landed, and before its second
+    model did: deciding it again from the records gives the cell, with every model recorded."""
+    committed = json.loads((inference_copy / "results.json").read_text())
+    landed = ("inference-8192-draw1", 16)
+    earlier = {**committed, "cells": [c for c in committed["cells"] if (c["study"], c["depth"]) != landed]}
+    (inference_copy / "results.json").write_text(json.dumps(earlier))
+    (record,) = (inference_copy / landed[0] / "models").glob("depth16-seed3.json")
+    held_back = record.read_text()
+    record.unlink()
+    one = redecide_diversity(*committed_report(inference_copy))
+    assert {(c["study"], c["depth"]): c["seeds"] for c in one["cells"]}[landed] == [2]
+    record.write_text(held_back)
+    both = redecide_diversity(*committed_report(inference_copy))
+    check(committed, both, "decided")
+    assert [(c["study"], c["depth"], c["seeds"]) for c in both["cells"]] == [
+        (c["study"], c["depth"], c["seeds"]) for c in committed["cells"]
+    ]
+    assert both["missing"] == committed["missing"]
+
+
+def test_a_record_of_other_settings_than_its_study_is_refused(inference_copy):
+    folder = inference_copy / "inference-8192-draw2" / "models"
+    record = json.loads((folder / "depth4-seed4.json").read_text())
+    (folder / "depth16-seed4.json").write_text(json.dumps({**record, "depth": 16, "fingerprint": "0" * 16}))
+    with pytest.raises(
+        ValueError, match="depth 16 seed 4 was made with other settings than inference-8192-draw2"
+    ):
+        committed_report(inference_copy)
+
+
+def test_a_study_placed_on_yardsticks_whose_facts_are_gone_is_refused(inference_copy):
+    (inference_copy / "inference-32-draw1" / "yardsticks.json").unlink()
+    with pytest.raises(
+        ValueError, match="inference-32-draw1's models were placed on its corpus's yardsticks"
+    ):
+        redecide_diversity(*committed_report(inference_copy))

@@ -354,9 +354,10 @@ def test_the_report_across_k_describes_each_cell_over_training(kept_study, tmp_p
         assert (
             out / written["figures"][name]
         ).stat().st_size > 0 and f"]({written['figures'][name]})" in report
-    for study in studies:  # the committed layout: each study's records beside the report
+    for study in studies:  # the committed layout: each study's records and yardsticks beside the report
         models = out / study.name / "models"
         models.mkdir(parents=True)
+        (out / study.name / "yardsticks.json").write_text(json.dumps(study.yardsticks))
         for model in study.models:
             (models / f"depth{model.depth}-seed{model.seed}.json").write_text(json.dumps(model.to_dict()))
     assert run_script("scripts/diversity_report.py", "--redecide", out).returncode == 0

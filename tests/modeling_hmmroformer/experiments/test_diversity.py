@@ -15,6 +15,7 @@ from modeling_hmmroformer.experiments.decisions.diversity import (
     planned_cells,
     summarize_diversity,
 )
+from modeling_hmmroformer.experiments.settings import PIPELINES, record_fingerprint
 
 ROOT = Path(__file__).resolve().parents[3]
 COMMITTED = ROOT / "results" / "diversity" / "results.json"
@@ -24,8 +25,8 @@ def as_diversity_study(
     summary: dict, name: str, num_tasks: int, corpus_seed: int = 0, shift: float = 0.0, depths=(4, 16)
 ) -> dict:
     """The quick study's summary dressed as a diversity study of K = `num_tasks` at `depths`, its
-    models' records with it (the report decides from them), every trained model's Figure 1
-    gains moved by `shift`."""
+    models' records with it (the report decides from them) carrying the named study's fingerprint
+    where it is a named pipeline, every trained model's Figure 1 gains moved by `shift`."""
     study = copy.deepcopy(summary)
     study["study"]["name"] = name
     study["corpus"].update(num_tasks=num_tasks, seed=corpus_seed)
@@ -36,6 +37,8 @@ def as_diversity_study(
     study["models"] = [r for r in study["models"] if r["depth"] in renamed]
     for record in study["models"]:
         record["depth"] = renamed[record["depth"]]
+        if name in PIPELINES:
+            record["fingerprint"] = record_fingerprint(name)
         if record.get("development"):
             record["development"]["num_tasks"] = num_tasks
         for split in [record["profiles"], *record["other_splits"]]:
