@@ -325,9 +325,6 @@ def registered_corpus(study: str) -> tuple[int, int]:
     return corpus.num_tasks, corpus.seed
 
 
-PLACED_KEYS = ("verdicts", "learner", "ladder_places", "own")  # what a decision adds to a cell
-
-
 def draw_spreads(cells: list[dict]) -> list[dict]:
     """`draw_spread` of every (K, depth) measured on more than one corpus draw, against draw 0."""
     out = []
