@@ -472,6 +472,7 @@ for folder, size_name in zip(sys.argv[1::2], sys.argv[2::2]):  # each case's che
     result = {"rank": int(os.environ["RANK"]), "layers": layers, "rows": rows, "difference": difference}
     with open(os.path.join(folder, f"rank{os.environ['RANK']}.json"), "w") as file:
         json.dump(result, file)
+torch.distributed.destroy_process_group()  # left to the exit, gloo's threads can abort the process
 """
 PARALLEL_CASES = [("tp_size", "post"), ("pp_size", "post"), ("pp_size", "pre")]
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 
+import torch
 from accelerate import PartialState
 
 from ..fields import fields_reference
@@ -41,10 +42,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run = load_run_config(args.config or config_file, overrides)
         metrics = train(run, resume=args.resume)
+        if PartialState().is_main_process:  # one summary, not one per process
+            print(summary(metrics))
     except ValueError as error:
         return refuse(error)
-    if PartialState().is_main_process:  # one summary, not one per process
-        print(summary(metrics))
+    finally:  # a gloo group left for the interpreter's exit can abort it (SIGABRT) as its threads die
+        if torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
     return 0
 
 

@@ -16,6 +16,7 @@ import torch
 from transformers import AutoModelForCausalLM, TrainerCallback
 
 import hmm_datasets
+from modeling_hmmroformer.experiments.commands import train as train_command
 from modeling_hmmroformer.experiments.fields import DataSection, RunSection
 from modeling_hmmroformer.experiments.running import training
 from modeling_hmmroformer.experiments.running.stages import TRAIN_COMMAND
@@ -128,6 +129,20 @@ def test_bad_configs_fail_before_training(tmp_path, overrides, message):
     with pytest.raises(ValueError, match=message):
         tiny_run(tmp_path, *overrides)
     assert not (tmp_path / "run").exists()
+
+
+def test_the_train_command_leaves_no_process_group_for_the_exit(tmp_path):
+    """A gloo group still alive when the interpreter exits can abort it (SIGABRT), so the command
+    destroys the group it ran in, also when it refuses its config."""
+    store = torch.distributed.FileStore(str(tmp_path / "store"), 1)
+    torch.distributed.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        status = train_command.main([str(TINY), "--model.hiden_size", "8"])
+    finally:
+        left = torch.distributed.is_initialized()
+        if left:
+            torch.distributed.destroy_process_group()
+    assert status == 2 and not left
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="flex_attention is allowed on a GPU")
