@@ -6,6 +6,7 @@ Bayes and every rung of the in-context ladder, on seen- and unseen-task rows).
 
     python benchmarks/calibration.py                        # both corpora, seed 0, two runs side by side
     python benchmarks/calibration.py --corpora diversity-8192 --seeds 0 1
+    python benchmarks/calibration.py --corpora diversity-8192 --recipes w256-lr2e-3 w256-lr1e-3 w256-lr5e-4 --jobs 3 --threads 4   # a GPU box (benchmarks/calibration_gpu.sh)
 
 Each run is `scripts/train.py configs/study.yaml` with the recipe's overrides in
 `runs/calibration/<corpus>-<recipe>-seed<s>/` (a stopped run resumes from its checkpoint), then
@@ -20,6 +21,7 @@ more processes for the first 70 minutes) and the test suite.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -33,18 +35,29 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "calibration.json"
 RUNS = ROOT / "runs" / "calibration"
 CORPORA = ("diversity-512", "diversity-8192")
+WSD12K = [
+    "--training.max_steps", "12000",
+    "--training.warmup_steps", "500",
+    "--training.lr_scheduler_type", "warmup_stable_decay",
+    "--training.lr_scheduler_kwargs", '{"num_decay_steps": 2000}',
+]  # fmt: skip
 # name -> (what it is, the overrides on top of configs/study.yaml)
 RECIPES = {
     "wsd12k": (
         "lr 2e-3, 500 warm-up steps, constant, then a cosine decay over the last 2,000 of 12,000 steps",
-        [
-            "--training.max_steps", "12000",
-            "--training.warmup_steps", "500",
-            "--training.lr_scheduler_type", "warmup_stable_decay",
-            "--training.lr_scheduler_kwargs", '{"num_decay_steps": 2000}',
-        ],
+        WSD12K,
     ),
-}  # fmt: skip
+    # Width 256 (4 heads of 64, the paper's head size), the GPU part of the inference study: the
+    # 64-wide rate is not known to carry over (Adam's step per weight does not shrink with width),
+    # so three rates bracket it, on the same schedule.
+    **{
+        f"w256-lr{rate}": (
+            f"width 256 (4 heads of 64), lr {rate}, the wsd12k schedule",
+            [*WSD12K, "--model.hidden_size", "256", "--training.learning_rate", rate],
+        )
+        for rate in ("2e-3", "1e-3", "5e-4")
+    },
+}
 
 
 def train_command(folder: Path, corpus: str, recipe: str, seed: int) -> list[str]:
@@ -109,9 +122,10 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--corpora", nargs="+", default=list(CORPORA), choices=list(CORPORA))
-    parser.add_argument("--recipes", nargs="+", default=list(RECIPES), choices=list(RECIPES))
+    parser.add_argument("--recipes", nargs="+", default=["wsd12k"], choices=list(RECIPES))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
-    parser.add_argument("--jobs", type=int, default=2, help="runs side by side, one thread each")
+    parser.add_argument("--jobs", type=int, default=2, help="runs side by side")
+    parser.add_argument("--threads", type=int, default=1, help="threads per run (OMP_NUM_THREADS)")
     parser.add_argument("--train-only", action="store_true", help="train, do not place the networks")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--runs", type=Path, default=RUNS)
@@ -119,7 +133,16 @@ def main() -> int:
     results = json.loads(args.out.read_text()) if args.out.is_file() else {"recipes": {}, "runs": {}}
     results["recipes"].update({name: words for name, (words, _) in RECIPES.items()})
     lock = threading.Lock()
-    environment = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    # one run at a time places its networks on a corpus: the first computes the corpus's
+    # yardsticks, the others read them
+    placing = {corpus: threading.Lock() for corpus in args.corpora}
+    threads = str(args.threads)
+    environment = {
+        **os.environ,
+        "OMP_NUM_THREADS": threads,
+        "MKL_NUM_THREADS": threads,
+        "HF_HUB_OFFLINE": "1",
+    }
     jobs = [(c, r, s) for c in args.corpora for r in args.recipes for s in args.seeds]
     todo = [job for job in jobs if "-".join(map(str, job)) not in results["runs"]]
 
@@ -128,17 +151,19 @@ def main() -> int:
         name = f"{corpus}-{recipe}-seed{seed}"
         folder = args.runs / name
         folder.mkdir(parents=True, exist_ok=True)
-        commands = [train_command(folder, corpus, recipe, seed)]
+        commands = [(train_command(folder, corpus, recipe, seed), contextlib.nullcontext())]
         if not args.train_only:
-            commands.append(development_command(folder, corpus))
+            commands.append((development_command(folder, corpus), placing[corpus]))
         with open(folder / "run.log", "a") as log:
-            for command in commands:
-                done = subprocess.run(
-                    command, stdout=log, stderr=subprocess.STDOUT, env=environment, check=False
-                )
+            for command, turn in commands:
+                with turn:
+                    done = subprocess.run(
+                        command, stdout=log, stderr=subprocess.STDOUT, env=environment, check=False
+                    )
                 if done.returncode != 0:
                     print(f"{name} failed: see {folder / 'run.log'}", file=sys.stderr)
                     return
+                print(f"{name}: {Path(command[1]).stem} done", flush=True)
         if args.train_only:
             return
         development = json.loads((folder / "development.json").read_text())

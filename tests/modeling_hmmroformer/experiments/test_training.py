@@ -209,14 +209,34 @@ def test_random_demo_counts_are_uniform_and_fixed_by_the_seed(tmp_path):
     assert (batch["labels"] == -100).any()  # rows with fewer demonstrations are padded
 
 
-def curves_module():
-    """benchmarks/training_curves.py, which reads Trainer console logs."""
-    spec = importlib.util.spec_from_file_location(
-        "training_curves", ROOT / "benchmarks" / "training_curves.py"
-    )
+def benchmark_module(name: str):
+    """benchmarks/<name>.py as a module (the benchmarks are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def test_the_calibration_recipes_train_what_their_names_say(tmp_path):
+    """benchmarks/calibration.py: the width-256 candidates are the 64-wide recipe's run at width
+    256 (4 heads of 64) and the named rate, nothing else changed."""
+    calibration = benchmark_module("calibration")
+
+    def run_of(recipe: str):
+        command = calibration.train_command(tmp_path, "diversity-8192", recipe, 3)
+        return load_run_config(command[2], command[3:])
+
+    base = run_of("wsd12k")
+    assert (base.model["hidden_size"], base.training["learning_rate"], base.training["seed"]) == (64, 2e-3, 3)
+    for name, rate in (("2e-3", 2e-3), ("1e-3", 1e-3), ("5e-4", 5e-4)):
+        wide = run_of(f"w256-lr{name}")
+        assert (
+            wide.model["hidden_size"] == 256
+            and wide.model["hidden_size"] // wide.model["num_attention_heads"] == 64
+        )
+        assert wide.training["learning_rate"] == rate
+        assert {**wide.model, "hidden_size": 64} == base.model
+        assert {**wide.training, "learning_rate": 2e-3} == base.training
 
 
 def launch_tiny(output_dir: Path) -> list[str]:
@@ -346,7 +366,9 @@ def test_a_killed_run_resumes_where_it_stopped_with_the_same_data_order(trained,
     resumed = subprocess.run(base + ["--resume"], env=env, capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     # it trained the remaining steps only (a restart from step 0 would log steps 5..20 again) ...
-    logged = curves_module().parse_trainer_log(resumed.stdout, steps_per_epoch=512 // 16)["step"]
+    logged = benchmark_module("training_curves").parse_trainer_log(resumed.stdout, steps_per_epoch=512 // 16)[
+        "step"
+    ]
     assert logged == [25, 30, 35, 40]
     # ... left the earlier checkpoints alone, and saw the same batches as an uninterrupted run
     assert {p: p.stat().st_mtime_ns for p in (out / "checkpoint-10").iterdir()} == before
@@ -492,7 +514,7 @@ def test_training_curves_read_back_from_the_console_log(trained):
     """benchmarks/training_curves.py (for GPU runs whose checkpoints stay on the machine) reads the
     console log of a real run into the losses its trainer_state.json holds."""
     out, stdout = trained
-    reader = curves_module()
+    reader = benchmark_module("training_curves")
     curves = reader.parse_trainer_log(stdout, steps_per_epoch=512 // 16)
     logged = _losses(out)
     assert curves["step"] == sorted(logged)
