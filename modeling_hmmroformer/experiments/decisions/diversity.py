@@ -302,6 +302,7 @@ def redecide_diversity(
     so a model recorded since the report was written joins its cell and a (study, depth) recorded
     since gets its own; every part the rule decides replaced, the rest kept."""
     family = summary.get("family", "diversity")
+    check_shared_setup(list(dict.fromkeys(study for study, _ in records)))
     cells = [
         cell_from_records(study, mine, facts.get(study), *registered_corpus(study))
         for (study, _), mine in records.items()
@@ -317,6 +318,21 @@ def redecide_diversity(
         ],
         **decided_summary(cells, records, ladders, family),
     }
+
+
+def check_shared_setup(studies: list[str]) -> None:
+    """`ValueError` where the named studies (`PIPELINES`) train other models or under another
+    training than the first: the cells of one report share them (`SHARED_SETUP`), so a study of
+    another width or recipe gets a report of its own."""
+    runs = {study: pipeline_run_config(PIPELINES[study]) for study in studies}
+    first = studies[0] if studies else None
+    for study, run in runs.items():
+        for section in SHARED_SETUP:
+            if getattr(run, section) != getattr(runs[first], section):
+                raise ValueError(
+                    f"the {section} of {study} differs from {first}'s: cells of one report share their "
+                    f"models and training, so give {study}'s records a report folder of their own"
+                )
 
 
 def registered_corpus(study: str) -> tuple[int, int]:

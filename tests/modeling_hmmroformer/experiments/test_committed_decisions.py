@@ -14,6 +14,7 @@ import pytest
 from modeling_hmmroformer.experiments.decisions.architectures import redecide_architectures
 from modeling_hmmroformer.experiments.decisions.diversity import redecide_diversity
 from modeling_hmmroformer.experiments.reports import committed_report
+from modeling_hmmroformer.experiments.settings import PIPELINES, record_fingerprint
 
 RESULTS = Path(__file__).resolve().parents[3] / "results"
 NUMBERS = ("p_own", "claim_p", "p_holm")
@@ -143,4 +144,24 @@ def test_a_study_placed_on_yardsticks_whose_facts_are_gone_is_refused(inference_
     with pytest.raises(
         ValueError, match="inference-32-draw1's models were placed on its corpus's yardsticks"
     ):
+        redecide_diversity(*committed_report(inference_copy))
+
+
+def test_a_study_of_another_width_is_refused_in_the_report(inference_copy, monkeypatch):
+    """Cells of one report share their model: the records of a study at width 256, recorded
+    beside the 64-wide ones, are refused rather than pooled with K = 8192's."""
+    wide = "inference-8192-wide"
+    settings = PIPELINES["inference-8192-draw2"]
+    monkeypatch.setitem(
+        PIPELINES,
+        wide,
+        settings.replace(name=wide, overrides={**settings.overrides, "model": {"hidden_size": 256}}),
+    )
+    source, target = inference_copy / "inference-8192-draw2", inference_copy / wide
+    shutil.copytree(source, target)
+    for record in (target / "models").glob("*.json"):
+        record.write_text(
+            json.dumps({**json.loads(record.read_text()), "fingerprint": record_fingerprint(wide)})
+        )
+    with pytest.raises(ValueError, match=f"the model of {wide} differs from inference-32-draw0's"):
         redecide_diversity(*committed_report(inference_copy))
