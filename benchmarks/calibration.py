@@ -11,7 +11,7 @@ Bayes and every rung of the in-context ladder, on seen- and unseen-task rows).
 Each run is `scripts/train.py configs/study.yaml` with the recipe's overrides in
 `runs/calibration/<corpus>-<recipe>-seed<s>/` (a stopped run resumes from its checkpoint), then
 `scripts/development.py` over its kept networks (the yardsticks of each corpus, 16,384
-particles, computed once in `runs/calibration/yardsticks-<corpus>/`). The results land in
+particles, computed once, beside the trainings, in `runs/calibration/yardsticks-<corpus>/`). The results land in
 `benchmarks/results/calibration.json` as each run finishes (each run's development figure in
 `benchmarks/results/calibration/`); a run found there is not redone. Measured 2026-11-28 on 2 AMD
 cores: the two runs side by side, one thread each, beside the yardsticks of both corpora (two
@@ -69,6 +69,19 @@ def train_command(folder: Path, corpus: str, recipe: str, seed: int) -> list[str
     command += ["--run.eval_rows", "128", "--run.checkpoints", "13", "--run.first_checkpoint_step", "50"]
     command += ["--training.output_dir", str(folder), *RECIPES[recipe][1]]
     return command + (["--resume"] if any(folder.glob("checkpoint-*")) else [])
+
+
+def compute_yardsticks(corpus: str, folder: Path, done: threading.Lock) -> None:
+    """The corpus's yardsticks computed into `folder` as `scripts/development.py` would (its
+    default rows and particles), in this process beside the trainings, then `done` released
+    (where this fails, the first placement computes them)."""
+    from hmm_datasets.corpus import open_corpus
+    from modeling_hmmroformer.experiments.commands.development import yardsticks
+
+    try:
+        yardsticks(open_corpus(corpus), folder, rows=128, particles=16384)
+    finally:
+        done.release()
 
 
 def development_command(folder: Path, corpus: str) -> list[str]:
@@ -133,8 +146,7 @@ def main() -> int:
     results = json.loads(args.out.read_text()) if args.out.is_file() else {"recipes": {}, "runs": {}}
     results["recipes"].update({name: words for name, (words, _) in RECIPES.items()})
     lock = threading.Lock()
-    # one run at a time places its networks on a corpus: the first computes the corpus's
-    # yardsticks, the others read them
+    # one run at a time places its networks on a corpus, once its yardsticks are computed
     placing = {corpus: threading.Lock() for corpus in args.corpora}
     threads = str(args.threads)
     environment = {
@@ -184,6 +196,10 @@ def main() -> int:
             args.out.write_text(json.dumps(results, indent=1) + "\n")
         print(f"{name}: placed", flush=True)
 
+    for corpus in sorted({job[0] for job in todo} if not args.train_only else set()):
+        placing[corpus].acquire()  # no placement on a corpus before its yardsticks are there
+        folder = args.runs / f"yardsticks-{corpus}"
+        threading.Thread(target=compute_yardsticks, args=(corpus, folder, placing[corpus])).start()
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         list(pool.map(run, todo))
     if results["runs"]:
