@@ -325,8 +325,8 @@ def check_shared_setup(studies: list[str]) -> None:
     training than the first: the cells of one report share them (`SHARED_SETUP`), so a study of
     another width or recipe gets a report of its own."""
     runs = {study: pipeline_run_config(PIPELINES[study]) for study in studies}
-    first = studies[0] if studies else None
     for study, run in runs.items():
+        first = studies[0]
         for section in SHARED_SETUP:
             if getattr(run, section) != getattr(runs[first], section):
                 raise ValueError(

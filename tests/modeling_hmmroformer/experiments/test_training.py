@@ -366,9 +366,8 @@ def test_a_killed_run_resumes_where_it_stopped_with_the_same_data_order(trained,
     resumed = subprocess.run(base + ["--resume"], env=env, capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     # it trained the remaining steps only (a restart from step 0 would log steps 5..20 again) ...
-    logged = benchmark_module("training_curves").parse_trainer_log(resumed.stdout, steps_per_epoch=512 // 16)[
-        "step"
-    ]
+    reader = benchmark_module("training_curves")
+    logged = reader.parse_trainer_log(resumed.stdout, steps_per_epoch=512 // 16)["step"]
     assert logged == [25, 30, 35, 40]
     # ... left the earlier checkpoints alone, and saw the same batches as an uninterrupted run
     assert {p: p.stat().st_mtime_ns for p in (out / "checkpoint-10").iterdir()} == before
