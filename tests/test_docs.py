@@ -62,8 +62,22 @@ def _slug(heading: str) -> str:
 
 
 def _anchors(page: Path) -> set[str]:
+    """Every heading's anchor, a repeated heading's numbered as GitHub does (`-1`, `-2`, ...)."""
     text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
-    return {_slug(line.lstrip("#")) for line in text.splitlines() if line.startswith("#")}
+    seen: dict[str, int] = {}
+    anchors = set()
+    for line in text.splitlines():
+        if line.startswith("#"):
+            slug = _slug(line.lstrip("#"))
+            anchors.add(f"{slug}-{seen[slug]}" if slug in seen else slug)
+            seen[slug] = seen.get(slug, 0) + 1
+    return anchors
+
+
+def test_repeated_headings_get_numbered_anchors(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("# Results\n## Where it stands\n```\n# not a heading\n```\n## Where it stands\n")
+    assert _anchors(page) == {"results", "where-it-stands", "where-it-stands-1"}
 
 
 @pytest.mark.parametrize("page", PAGES, ids=page_id)
