@@ -324,11 +324,13 @@ def check_shared_setup(studies: list[str]) -> None:
     """`ValueError` where the named studies (`PIPELINES`) train other models or under another
     training than the first: the cells of one report share them (`SHARED_SETUP`), so a study of
     another width or recipe gets a report of its own."""
-    runs = {study: pipeline_run_config(PIPELINES[study]) for study in studies}
-    for study, run in runs.items():
-        first = studies[0]
+    if not studies:
+        return
+    first, shared = studies[0], pipeline_run_config(PIPELINES[studies[0]])
+    for study in studies[1:]:
+        run = pipeline_run_config(PIPELINES[study])
         for section in SHARED_SETUP:
-            if getattr(run, section) != getattr(runs[first], section):
+            if getattr(run, section) != getattr(shared, section):
                 raise ValueError(
                     f"the {section} of {study} differs from {first}'s: cells of one report share their "
                     f"models and training, so give {study}'s records a report folder of their own"
