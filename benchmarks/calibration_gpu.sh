@@ -14,6 +14,10 @@
 #    when the time ran out). Weights stay on the machine.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+if [ $# -lt 2 ]; then
+    echo "usage: bash benchmarks/calibration_gpu.sh SECONDS DESTINATION [calibration.py arguments]" >&2
+    exit 2
+fi
 seconds=$1 destination=$2
 shift 2
 [ $# -gt 0 ] || set -- --corpora diversity-8192 --recipes w256-lr2e-3 w256-lr1e-3 w256-lr5e-4 --jobs 3 --threads 4
