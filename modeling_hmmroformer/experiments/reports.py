@@ -23,7 +23,14 @@ from .analyses.development import development_from_dict
 from .analyses.record import ModelRecord
 from .decisions.aggregate import StudySummary
 from .decisions.architectures import ARCHITECTURES_TITLE, redecide_architectures, summarize_architectures
-from .decisions.diversity import DIVERSITY_TITLE, planned_cells, redecide_diversity, summarize_diversity
+from .decisions.diversity import (
+    DIVERSITY_TITLE,
+    group_statistics,
+    planned_cells,
+    redecide_diversity,
+    registered_corpus,
+    summarize_diversity,
+)
 from .figures.across import ARCHITECTURES_FIGURE, is_diversity_figure, plot_architectures, plot_diversity
 from .running.stages import machine_description
 from .settings import PIPELINES, record_fingerprint
@@ -122,6 +129,18 @@ def with_default_sources(sources: dict | None, studies: list[str]) -> dict:
     does not name."""
     defaults = decided_from(studies)
     return {kind: {**paths, **(sources or {}).get(kind, {})} for kind, paths in defaults.items()}
+
+
+def committed_statistics(folder: Path) -> dict[tuple[int, int], list[dict[str, dict]]]:
+    """A committed report of a family of studies across K (`committed_report`), as the rule reads
+    it: per (K, depth), every seed's statistics (`diversity.group_statistics`)."""
+    _, records, facts = committed_report(folder)
+    cells = [
+        dict(zip(("num_tasks", "corpus_seed"), registered_corpus(study)), study=study, depth=depth)
+        for study, depth in records
+    ]
+    ladders = {study: (found or {}).get("ladder") for study, found in facts.items()}
+    return group_statistics(cells, records, ladders)
 
 
 def redecide_diversity_report(folder: Path, readme: str | os.PathLike | None = None) -> Path:

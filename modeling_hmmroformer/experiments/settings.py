@@ -415,6 +415,7 @@ class Settings:
     yardstick_rows: int = 128  # rows of each test split the yardsticks predict (corpora with test_unseen)
     prior_particles: int = 16384  # N: state paths per row of the prior-level yardstick (particle learning)
     development_probes: tuple[int, ...] = ()  # kept steps (run.checkpoints) whose networks are probed too
+    lemma1: bool = True  # Lemma 1 on the corpus and each model's memory against it (no claim reads them)
 
     def __post_init__(self) -> None:
         for name in ("depths", "seeds", "memories", "development_probes"):
@@ -443,6 +444,8 @@ class Settings:
         for name in ("eval_rows", "memory_rows", "yardstick_rows", "prior_particles"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be at least 1.")
+        if not isinstance(self.lemma1, bool):
+            raise ValueError(f"lemma1={self.lemma1!r} must be true or false.")
         if self.corpus_table_rows < 0:
             raise ValueError(f"corpus_table_rows={self.corpus_table_rows} must be 0 or more.")
         problem = unknown_sections(self.overrides)
@@ -459,8 +462,8 @@ class Settings:
 
     @property
     def is_grid(self) -> bool:
-        """Several depths or seeds: a study, not one reproduction."""
-        return len(self.depths) > 1 or len(self.seeds) > 1
+        """Depths or seeds of its own (even one of each): a study, not one reproduction."""
+        return bool(self.depths or self.seeds)
 
     def seeds_of(self, depth: int) -> tuple[int, ...]:
         """The seeds trained at `depth`: all of `seeds`, or the first n of `seeds_per_depth`."""
@@ -490,6 +493,7 @@ def shaped_settings(settings: Settings, run: RunConfig, grid: bool = True) -> di
     for key in ("output_dir", "disable_tqdm"):
         sections["training"].pop(key, None)
     shaped = settings.to_dict()
+    shaped.pop("lemma1")  # whether Lemma 1 and the memories run changes no other number
     added_later = {
         "seeds_per_depth": {},
         "yardstick_rows": 128,
@@ -539,6 +543,30 @@ def preset_settings(name: str) -> Settings:
         hint = did_you_mean(unknown[0], known, prefix=f"{ANALYSIS}.")
         raise ValueError(f"{path}: unknown field(s) {unknown} in section '{ANALYSIS}'{hint}.")
     return Settings(name, path.name, **sizes)
+
+
+# HMM draws per K of the inference study's design that decides (docs/study.md): at 4 layers; the
+# 16-layer cell at K = 8192 grows to DEEP_DECIDING_DRAWS
+DECIDING_DRAWS = {32: 7, 512: 12, 8192: 12}
+DEEP_DECIDING_DRAWS = 5
+
+
+def inference_cell(num_tasks: int, draw: int, seeds: tuple[int, ...], lemma1: bool = True) -> Settings:
+    """One HMM draw of the inference study at K = `num_tasks`, 4 layers (docs/study.md): the
+    4-layer model trained past its in-context transition under configs/inference.yaml, keeping
+    13 networks over training, on corpus seed `draw`. The prior-level yardstick at N = 16,384
+    particles (about 12 minutes per corpus on 2 CPU cores; a GPU does 65,536 in one). Without
+    `lemma1`, neither Lemma 1 nor the models' memory runs (no claim reads them)."""
+    return Settings(
+        f"inference-{num_tasks}-draw{draw}",
+        "inference.yaml",
+        depths=(4,),
+        seeds=seeds,
+        overrides={"corpus": {"preset": f"diversity-{num_tasks}", "seed": draw}},
+        corpus_table_rows=128,
+        development_probes=INFERENCE_PROBED_STEPS,
+        lemma1=lemma1,
+    )
 
 
 # Every named pipeline: `scripts/reproduce.py --preset NAME` runs the one-model ones,
@@ -597,23 +625,18 @@ PIPELINES = {
             corpus_table_rows=128,
             prior_particles=DIVERSITY_PARTICLES,
         ),
-        # The inference study (docs/study.md): the 4-layer model trained past its in-context
-        # transition under the recipe of configs/inference.yaml, keeping 13 networks over training, at
-        # K = 32, 512 and 8192; three HMM draws of each (corpus seeds 0-2), two training seeds per draw
-        # (2d and 2d + 1: no initialisation shared across draws). The prior-level yardstick at N =
-        # 16,384 particles (about 12 minutes per corpus on 2 CPU cores; a GPU does 65,536 in one).
+        # The inference study (docs/study.md): K = 32, 512 and 8192; three HMM draws of each (corpus
+        # seeds 0-2), two training seeds per draw (2d and 2d + 1: no initialisation shared across draws).
+        *(inference_cell(k, draw, (2 * draw, 2 * draw + 1)) for k in (32, 512, 8192) for draw in (0, 1, 2)),
+        # The design that decides (docs/study.md, chosen by benchmarks/power.py before its runs): each
+        # K grown to DECIDING_DRAWS HMM draws, one training seed per new draw (2d: still no
+        # initialisation shared across draws) and no Lemma 1 (no claim reads it: 40 minutes of a core
+        # per K = 8192 draw); the 16-layer K = 8192 models of draws 3 and 4 train in those draws'
+        # folders (`--depths 16`).
         *(
-            Settings(
-                f"inference-{k}-draw{draw}",
-                "inference.yaml",
-                depths=(4,),
-                seeds=(2 * draw, 2 * draw + 1),
-                overrides={"corpus": {"preset": f"diversity-{k}", "seed": draw}},
-                corpus_table_rows=128,
-                development_probes=INFERENCE_PROBED_STEPS,
-            )
-            for k in (32, 512, 8192)
-            for draw in (0, 1, 2)
+            inference_cell(k, draw, (2 * draw,), lemma1=False)
+            for k, draws in DECIDING_DRAWS.items()
+            for draw in range(3, draws)
         ),
         # The test suite's end-to-end study: seconds on 2 cores.
         Settings(

@@ -209,7 +209,9 @@ def memory_row(depth: int, memories: list[dict], lemma1: dict | None) -> dict:
     """One depth's memory across seeds (the records' `memory`; `memory.memory_equivalent`, for a
     record written before it from `lemma1`'s curve on the same rows): per seed the memory equivalent (None where there
     is none), the interpolated L across seeds (seeds beyond the grid left out, counted in
-    `beyond_grid`), and the TV to full Bayes."""
+    `beyond_grid`), and the TV to full Bayes; records without a memory (a study that skipped
+    Lemma 1) are left out."""
+    memories = [m for m in memories if m is not None]
     equivalents = [recorded_memory_equivalent(m, lemma1) for m in memories]
     return {
         "depth": depth,
@@ -299,7 +301,7 @@ class StudySummary:
     training: dict
     depths: list[dict]
     verdict_table: list[dict]
-    lemma1: dict
+    lemma1: dict | None
     yardsticks: dict | None = None
     models: list[ModelRecord]
     figures: dict[str, str]
@@ -325,14 +327,14 @@ def summarize_study(
     run: RunConfig,
     records: list[ModelRecord],
     corpus_config: HMMMixtureConfig,
-    lemma1: dict,
+    lemma1: dict | None,
     facts: dict | None,
     figures: dict[str, str],
 ) -> StudySummary:
     """Verdicts per depth across seeds, next to each depth's KL and agreement with Bayes.
 
     `records` are `model_record`s in the order of the grid; `run` is the study's run config;
-    `lemma1` Lemma 1 on the corpus; `facts` what the corpus's yardsticks are (rows, K', the
+    `lemma1` Lemma 1 on the corpus (None where the study skipped it); `facts` what the corpus's yardsticks are (rows, K', the
     prior-level estimate's convergence, the ladder; None for a corpus without unseen tasks);
     `figures` the study's figures, name -> file.
     """

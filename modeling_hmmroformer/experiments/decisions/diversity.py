@@ -136,18 +136,8 @@ def decide_groups(
     `records`: (study, depth) -> its models' records; `ladders`: study -> its corpus's ladder
     facts on the yardstick rows, None where not measured), seeds nested in corpus draws, Holm
     across every claim of every group (`claims.decide_report`)."""
-    groups: dict[tuple[int, int], list[dict]] = {}
-    for cell in cells:
-        groups.setdefault((cell["num_tasks"], cell["depth"]), []).append(cell)
-    per_seed = [
-        [
-            counted_statistics(r, ladders.get(c["study"]), c["corpus_seed"])
-            for c in members
-            for r in records[(c["study"], c["depth"])]
-        ]
-        for members in groups.values()
-    ]
-    decided = decide_report(per_seed)
+    groups = grouped_cells(cells)
+    decided = decide_report(list(group_statistics(cells, records, ladders).values()))
     out = []
     for (num_tasks, depth), members, rows in zip(groups, groups.values(), decided):
         learners = {name: sum(c["ladder_places"]["learners"][name] for c in members) for name in LEARNERS}
@@ -163,6 +153,31 @@ def decide_groups(
             }
         )
     return out
+
+
+def grouped_cells(cells: list[dict]) -> dict[tuple[int, int], list[dict]]:
+    """The study cells by (K, depth), in the order each (K, depth) first appears."""
+    groups: dict[tuple[int, int], list[dict]] = {}
+    for cell in cells:
+        groups.setdefault((cell["num_tasks"], cell["depth"]), []).append(cell)
+    return groups
+
+
+def group_statistics(
+    cells: list[dict], records: dict[tuple[str, int], list[ModelRecord]], ladders: dict
+) -> dict[tuple[int, int], list[dict[str, dict]]]:
+    """Per (K, depth) (`grouped_cells`' order), every seed's statistics as the rule counts them
+    (`aggregate.counted_statistics`: the ladder gate, tagged with the seed's corpus draw), over
+    the study cells measured there; a cell needs its `study`, `depth`, `num_tasks` and
+    `corpus_seed`."""
+    return {
+        key: [
+            counted_statistics(r, ladders.get(c["study"]), c["corpus_seed"])
+            for c in members
+            for r in records[(c["study"], c["depth"])]
+        ]
+        for key, members in grouped_cells(cells).items()
+    }
 
 
 def draw_spread(first: dict, second: dict) -> dict:

@@ -4,6 +4,7 @@
     study   a study's figures by depth
     across  the figures across K and across architectures
     family  Lemma 1 on the family built to test it (scripts/lemma1.py)
+    power   the rule's power against the number of HMM draws (benchmarks/power.py)
 
 Every module of this folder once (`tests/test_package_layers.py` checks it).
 """

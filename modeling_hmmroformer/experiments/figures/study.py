@@ -174,7 +174,7 @@ def plot_memory_by_depth(summary: dict, path: Path) -> None:
     memories = summary["study"]["memories"]
     fig, ax = plt.subplots(figsize=(5, 3.6))
     for index, (depth, records) in enumerate(by_depth(summary).items()):
-        curves = [r["memory"]["tv_full_vs_bayes_memory"] for r in records]
+        curves = [r["memory"]["tv_full_vs_bayes_memory"] for r in records if r["memory"] is not None]
         seed_band(ax, memories, curves, f"{depth} layers", f"C{index}")
     ax.set_xscale("log", base=2)
     ax.set_xticks(memories, [str(m) for m in memories])
@@ -194,4 +194,5 @@ def plot_study(summary: dict, folder: Path) -> None:
         "memory_by_depth": plot_memory_by_depth,
     }
     for name, plot in plots.items():
-        plot(summary, folder / Path(names.STUDY_FIGURES[name]).name)
+        if name in summary["figures"]:  # memory_by_depth only where a model measured its memory
+            plot(summary, folder / Path(names.STUDY_FIGURES[name]).name)

@@ -127,14 +127,14 @@ def place_networks(
 ANALYSES_RECORDED = ("figure1", "probes", "knockout", "model_memory", "yardsticks", "development")
 
 
-def read_model_results(folder: Path) -> ModelAnalyses:
+def read_model_results(folder: Path, with_memory: bool = True) -> ModelAnalyses:
     """What `decisions.aggregate.model_record` reads of a study's model folder (`ModelAnalyses`):
     Figure 1, the probes and the model's memory, which every model has, and where they were made
     the knock-out, its place on the yardsticks, its development and the probes of its kept
-    networks."""
+    networks. Without `with_memory` (a study that skips Lemma 1) the memory is not asked for."""
     files = {name: folder / names.ANALYSIS_FILES[name] for name in ANALYSES_RECORDED}
     results = {name: read_json_or_none(path) for name, path in files.items()}
-    for name in ("figure1", "probes", "model_memory"):  # every model has them
+    for name in ("figure1", "probes", *(("model_memory",) if with_memory else ())):
         if results[name] is None:
             raise ValueError(f"{files[name]} is missing: the model's {name} stage has not run.")
     probed = sorted((folder / names.DEVELOPMENT_PROBES).glob(f"step-*/{names.PROBES_JSON}"))

@@ -248,13 +248,15 @@ def check_probe_tasks(settings: Settings, run: RunConfig) -> None:
 
 
 def model_stages(p: Pipeline, m: ModelRun) -> tuple[str, ...]:
-    """Model `m`'s stages, in order: `MODEL_STAGES`, then "development" where its training keeps
+    """Model `m`'s stages, in order: `MODEL_STAGES` (without "memory" where the settings skip
+    Lemma 1), then "development" where its training keeps
     networks (`run.checkpoints`) and the corpus has the yardsticks to place them on, and
     "development-probe" where the settings probe some of them (`development_probes`)."""
+    stages = tuple(s for s in MODEL_STAGES if s != "memory" or p.settings.lemma1)
     keeps = m.run.run_section.checkpoints > 0 and has_unseen_tasks(p)
     if not keeps:
-        return MODEL_STAGES
-    return (*MODEL_STAGES, "development", *(("development-probe",) if p.settings.development_probes else ()))
+        return stages
+    return (*stages, "development", *(("development-probe",) if p.settings.development_probes else ()))
 
 
 def has_unseen_tasks(p: Pipeline) -> bool:

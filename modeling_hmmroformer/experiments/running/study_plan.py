@@ -3,7 +3,8 @@ twin and recorded, then the report from the records alone (`scripts/study.py`).
 
     corpus, lemma1, yardsticks (a corpus with unseen tasks), then for each model not recorded
     yet: train, evaluate, probe, memory, knockout (development and development-probe where it
-    keeps networks over training), record; then report
+    keeps networks over training), record; then report. A study whose settings say
+    `lemma1=False` runs neither Lemma 1 nor the models' memory: no claim reads them
 
 A model's record (`aggregate.model_record`) goes to its folder and to the records folder
 (`--records`), from which a study goes on: a recorded model is finished.
@@ -34,7 +35,10 @@ def study_stages(p: Pipeline, state: RunState) -> dict[str, Callable[[], None]]:
     """Every stage of a study, in order (the module docstring): each model trained, analysed and
     recorded before the next one starts."""
     shared = shared_runners(p)
-    plan = {"corpus": shared.pop("corpus"), "lemma1": functools.partial(measure_lemma1, p), **shared}
+    plan = {"corpus": shared.pop("corpus")}
+    if p.settings.lemma1:
+        plan["lemma1"] = functools.partial(measure_lemma1, p)
+    plan.update(shared)
     for m in p.models:
         if not p.has_record(m):
             plan.update(model_runners(p, m, with_lemma1=False))
@@ -55,7 +59,7 @@ def check_recorded_models(p: Pipeline) -> None:
 def record_model(p: Pipeline, m: ModelRun, state: RunState) -> None:
     """The model's small record in its folder, and in the records folder when there is one, with
     the wall times of its stages (so a study resumed on a fresh clone still reports them)."""
-    results = read_model_results(m.folder)
+    results = read_model_results(m.folder, with_memory=p.settings.lemma1)
     record = model_record(
         m.depth,
         m.seed,
@@ -88,9 +92,13 @@ def write_study_report(p: Pipeline, state: RunState) -> None:
     """A study's figures, results.json and REPORT.md."""
     records = [read_record(p, m) for m in p.models]
     check_records(records, p.record_fingerprint(), flat_settings(p.settings, p.run))
-    lemma1 = json.loads((p.out / names.LEMMA1 / names.LEMMA1_JSON).read_text())
+    lemma1 = read_json_or_none(p.out / names.LEMMA1 / names.LEMMA1_JSON) if p.settings.lemma1 else None
     facts = read_json_or_none(p.out / names.YARDSTICKS / names.YARDSTICKS_JSON)  # unseen tasks only
-    figures = {**names.STUDY_FIGURES, "lemma1": f"{names.LEMMA1}/{names.LEMMA1_PNG}"}
+    figures = dict(names.STUDY_FIGURES)
+    if lemma1 is not None:
+        figures["lemma1"] = f"{names.LEMMA1}/{names.LEMMA1_PNG}"
+    if not any(r.memory for r in records):
+        figures.pop("memory_by_depth")
     summary = summarize_study(
         p.settings, p.run, records, load_corpus_config(p.corpus), lemma1, facts, figures
     )

@@ -9,6 +9,7 @@ import pytest
 import hmm_datasets
 from modeling_hmmroformer.experiments.fields import fields_page, section_fields
 from modeling_hmmroformer.experiments.settings import (
+    DECIDING_DRAWS,
     PIPELINES,
     REPRODUCTIONS,
     Settings,
@@ -17,6 +18,7 @@ from modeling_hmmroformer.experiments.settings import (
     load_run_config,
     parse_overrides,
     read_yaml,
+    record_fingerprint,
 )
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -146,9 +148,22 @@ def test_the_inference_cells_nest_distinct_seeds_in_three_draws_and_probe_kept_s
             assert set(cell.development_probes) <= set(kept) and max(cell.development_probes) == kept[-1]
 
 
+def test_the_grown_inference_cells_add_one_new_seed_per_draw_and_share_no_initialisation():
+    for k, draws in DECIDING_DRAWS.items():
+        cells = [PIPELINES[f"inference-{k}-draw{d}"] for d in range(draws)]
+        assert [c.overrides["corpus"]["seed"] for c in cells] == list(range(draws))
+        assert all(c.depths == (4,) and len(c.seeds) == 1 and not c.lemma1 for c in cells[3:])
+        assert all(c.lemma1 for c in cells[:3])  # the committed draws as they ran
+        seeds = [seed for c in cells for seed in c.seeds]
+        assert len(seeds) == len(set(seeds)) == 6 + draws - 3
+        assert len({record_fingerprint(c.name) for c in cells}) == draws  # one corpus each
+    assert f"inference-32-draw{DECIDING_DRAWS[32]}" not in PIPELINES
+
+
 def test_the_named_pipelines_are_one_table_of_one_type():
     diversity = {"diversity-32", "diversity-512", "diversity-8192", "diversity-512-draw1"}
     inference = {f"inference-{k}-draw{d}" for k in (32, 512, 8192) for d in (0, 1, 2)}
+    inference |= {f"inference-{k}-draw{d}" for k, draws in DECIDING_DRAWS.items() for d in range(3, draws)}
     named = {"tiny", "small", "paper", "default", "quick", "architecture-llama", *diversity, *inference}
     assert set(PIPELINES) == named
     assert all(isinstance(settings, Settings) for settings in PIPELINES.values())

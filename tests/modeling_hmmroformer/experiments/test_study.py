@@ -149,6 +149,28 @@ def test_a_study_goes_on_from_its_records_without_the_models(quick_studied, tmp_
     assert not (tmp_path / "other").exists()
 
 
+def test_a_study_that_skips_lemma1_runs_no_memory_and_its_records_join_the_others(quick_studied, tmp_path):
+    """`lemma1=False`: neither Lemma 1 nor any model's memory runs; the record has no memory, the
+    same fingerprint as the full study's records, and the report says what was not measured."""
+    out, _ = quick_studied
+    records = tmp_path / "records"
+    lean = quick_study(tmp_path / "lean", records=records, depths=(2,), seeds=(0,), lemma1=False)
+    stages = lean.stage_names()
+    assert "lemma1" not in stages and not [s for s in stages if s.startswith("memory")]
+    assert "yardsticks" in stages and "knockout depth2 seed0" in stages
+    assert lean.record_fingerprint() == quick_study(tmp_path / "full").record_fingerprint()
+    run_pipeline(lean, log=lambda line: None)
+    assert not (tmp_path / "lean" / "lemma1").exists()
+    assert not (tmp_path / "lean" / "models" / "depth2-seed0" / "memory").exists()
+    record = json.loads((records / "depth2-seed0.json").read_text())
+    assert record["memory"] is None
+    assert json.loads((out.parent / "records" / "depth2-seed0.json").read_text())["memory"] is not None
+    report = (tmp_path / "lean" / "REPORT.md").read_text()
+    assert "Not measured in this study" in report and "memory_by_depth" not in report
+    with pytest.raises(ValueError, match="lemma1=1 must be true or false"):
+        get_settings("quick", lemma1=1)
+
+
 def test_a_study_run_a_few_depths_at_a_time_reports_every_depth_recorded(tmp_path):
     """`--depths 3` after the 2-layer models were recorded: the study's report covers both depths
     and trains only depth 3; a depth with a seed not yet recorded is left to its own run."""
