@@ -555,7 +555,7 @@ def inference_cell(num_tasks: int, draw: int, seeds: tuple[int, ...], lemma1: bo
     """One HMM draw of the inference study at K = `num_tasks`, 4 layers (docs/study.md): the
     4-layer model trained past its in-context transition under configs/inference.yaml, keeping
     13 networks over training, on corpus seed `draw`. The prior-level yardstick at N = 16,384
-    particles (about 12 minutes per corpus on 2 CPU cores; a GPU does 65,536 in one). Without
+    particles (about 40 minutes of one CPU core per corpus; a GPU does 65,536 in one). Without
     `lemma1`, neither Lemma 1 nor the models' memory runs (no claim reads them)."""
     return Settings(
         f"inference-{num_tasks}-draw{draw}",
