@@ -83,7 +83,7 @@ def render_diversity_report(summary: dict, figures: dict[str, str]) -> str:
             for split in ladder
         ),
         **summary["setup"],
-        sources=summary["sources"],
+        studies=list(dict.fromkeys(c["study"] for c in summary["cells"])),
         splits=("test", "test_unseen"),
         figures=figures,
         status_table=render_diversity_status(summary),
@@ -166,13 +166,21 @@ def learner_counts_text(counts: dict[str, int]) -> str:
 
 def diversity_status_line(summary: dict) -> str:
     """The diversity report's first finding in one line: the claims by verdict over every
-    decided group, and how many models past the in-context ladder the layerwise ones read."""
+    decided group, and how many models past the in-context ladder the layerwise ones read;
+    marked interim while planned cells (`missing`) have not run."""
     labels = [v["verdict"] for g in summary["decided"] for v in g["verdicts"]]
     counts = ", ".join(f"{labels.count(word)} {word}" for word in VERDICT_ORDER if word in labels)
     past = sum(g["learners"]["infers"] + g["learners"]["retrieves"] for g in summary["decided"])
     total = sum(g["num_seeds"] for g in summary["decided"])
+    missing = summary.get("missing") or []
+    interim = (
+        f" (interim: {len(missing)} planned cells not run yet; the design's verdicts are those read once "
+        "every planned cell has run)"
+        if missing
+        else ""
+    )
     return (
-        f"**Status:** {len(labels)} verdicts in {len(summary['decided'])} cells (K, depth): {counts}. "
+        f"**Status{interim}:** {len(labels)} verdicts in {len(summary['decided'])} cells (K, depth): {counts}. "
         f"{past} of {total} models are past the in-context ladder; only theirs count for the layerwise claims "
         "(Figures 2, 3(a), 3(b)), and a cell measured on one HMM draw decides nothing (the rule: docs/study.md)."
     )

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from model_cards import DIVERSITY_STATUS_MARKERS
-from model_cards.study_reports import render_diversity_status, replace_marked_block
+from model_cards.study_reports import diversity_status_line, render_diversity_status, replace_marked_block
 from modeling_hmmroformer.experiments.decisions.aggregate import StudySummary
 from modeling_hmmroformer.experiments.decisions.diversity import (
     learner_of,
@@ -125,6 +125,9 @@ def test_the_report_the_figures_and_the_readme_table_are_written_from_the_study_
         in status
     )
     assert "Not run yet: diversity-8192 at 4 layers" in report
+    interim = f"**Status (interim: {len(results['missing'])} planned cells not run yet;"
+    assert len(results["missing"]) >= 2 and report.splitlines()[2].startswith(interim)
+    assert "from the records of its studies (diversity-32, diversity-512:" in report
     for name, figure in results["figures"].items():
         assert (out / figure).stat().st_size > 0 and f"]({figure})" in report, name
     assert len(results["figures"]) == 1 + len(results["claims"])
@@ -170,3 +173,12 @@ def test_the_readme_status_table_is_the_committed_reports():
     start, end = DIVERSITY_STATUS_MARKERS
     table = readme.split(start)[1].split(end)[0].strip()
     assert table == render_diversity_status(json.loads(COMMITTED.read_text()))
+
+
+def test_the_status_line_is_interim_exactly_while_planned_cells_have_not_run():
+    decided = [{"verdicts": [{"verdict": "holds"}], "learners": {"infers": 1, "retrieves": 0}, "num_seeds": 2}]
+    complete = diversity_status_line({"decided": decided, "missing": []})
+    waiting = diversity_status_line({"decided": decided, "missing": ["inference-32-draw3 at 4 layers"]})
+    assert complete.startswith("**Status:** 1 verdicts") and "interim" not in complete
+    assert waiting.startswith("**Status (interim: 1 planned cells not run yet;")
+    assert waiting.split(":** ")[1] == complete.split(":** ")[1]
