@@ -176,7 +176,9 @@ def test_the_readme_status_table_is_the_committed_reports():
 
 
 def test_the_status_line_is_interim_exactly_while_planned_cells_have_not_run():
-    decided = [{"verdicts": [{"verdict": "holds"}], "learners": {"infers": 1, "retrieves": 0}, "num_seeds": 2}]
+    decided = [
+        {"verdicts": [{"verdict": "holds"}], "learners": {"infers": 1, "retrieves": 0}, "num_seeds": 2}
+    ]
     complete = diversity_status_line({"decided": decided, "missing": []})
     waiting = diversity_status_line({"decided": decided, "missing": ["inference-32-draw3 at 4 layers"]})
     assert complete.startswith("**Status:** 1 verdicts") and "interim" not in complete
