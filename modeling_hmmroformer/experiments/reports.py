@@ -162,9 +162,12 @@ def redecide_architectures_report(folder: Path) -> Path:
 
 def kept_developments(models: Iterable[list[ModelRecord]]) -> list[dict]:
     """The development records (`development.Development`, labels recomputed) of the models
-    that kept networks over training, from lists of model records."""
+    that kept networks over training, each with its model's `depth`, from lists of model records."""
     return [
-        development_from_dict(r.development).to_dict() for group in models for r in group if r.development
+        {**development_from_dict(r.development).to_dict(), "depth": r.depth}
+        for group in models
+        for r in group
+        if r.development
     ]
 
 

@@ -17,6 +17,11 @@ labelled by them must be past the ladder on that split, that is nearer the split
 reference than the best rung is (`ladder_gate`'s scale: mixture Bayes on seen tasks, the oracle
 on unseen tasks). A network that is not is labelled by its nearest rung.
 
+Beside the nearest learner, each network passes the report's gate (`NetworkPlace.learner`, the
+function that gates the final models): infers, retrieves or below the ladder; and on each split
+it has gone a share of the way from the best rung to the split's best learner (`gap_closed`:
+mixture Bayes on seen tasks, prior-level Bayes on unseen ones).
+
 Everything here takes predictions and returns plain values (`Development`);
 `running.folders.place_networks` loads each kept network in turn and places it. The command
 `hmm-development` and a study's `development` stage write the record
@@ -33,10 +38,11 @@ from hmm_datasets.layout import SampleLayout
 from hmm_datasets.predictors import IN_CONTEXT
 from hmm_datasets.scoring import next_token_scores
 
-from .ladder_gate import REFERENCES
+from .ladder_gate import REFERENCES, SEEN, UNSEEN, learner_from_past
 from .yardsticks import test_token_mean
 
 LEARNER_LABELS = {"mixture": "retrieval", "prior": "inference"}  # candidates beyond the ladder
+TARGETS = {SEEN: "mixture", UNSEEN: "prior"}  # the best learner of each split: a share's 1
 
 
 @dataclass(frozen=True)
@@ -73,11 +79,18 @@ class NetworkPlace:
     tokens: int | None
     splits: dict[str, SplitPlace]
 
+    @property
+    def learner(self) -> str:
+        """The report's gate (`ladder_gate.learner_from_past`): infers, retrieves or below the
+        ladder, from whether the network is past the ladder on each split."""
+        return learner_from_past({split: place.past_ladder for split, place in self.splits.items()})
+
     def to_dict(self) -> dict:
         return {
             "step": self.step,
             "tokens": self.tokens,
             "splits": {s: p.to_dict() for s, p in self.splits.items()},
+            "learner": self.learner,
         }
 
 
@@ -110,6 +123,17 @@ def phase_label(distances: dict[str, float], past_ladder: bool) -> str:
     return LEARNER_LABELS.get(nearest, nearest)
 
 
+def gap_closed(place: dict, scale: dict[str, float], target: str) -> float | None:
+    """The share of the way from the best rung to `target` that a network (`SplitPlace.to_dict`'s
+    form) has gone on its split's scale (`scale`: each predictor's KL from the split's reference):
+    0 at the best rung, 1 at the target, negative below the ladder. None where the target was
+    not measured or sits no nearer the reference than the best rung."""
+    if target not in scale:
+        return None
+    gap = place["best_rung_kl"] - scale[target]
+    return (place["best_rung_kl"] - place["distances"][place["reference"]]) / gap if gap > 0 else None
+
+
 def place_network(
     network_probs: torch.Tensor,
     candidates: dict[str, torch.Tensor],
@@ -138,7 +162,7 @@ def place_network(
 
 def development_from_dict(data: dict) -> Development:
     """A development record read back (`Development.to_dict`'s form); the derived fields
-    (`past_ladder`, `label`) are recomputed, not read."""
+    (`past_ladder`, `label`, `learner`) are recomputed, not read."""
     networks = [
         NetworkPlace(
             step=int(n["step"]),

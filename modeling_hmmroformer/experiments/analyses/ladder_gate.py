@@ -99,10 +99,17 @@ def model_places(
 
 def learner(places: dict[str, LadderPlace]) -> str:
     """ "infers" past the ladder on unseen tasks, "retrieves" past it on seen tasks only, else
-    `BELOW`."""
-    if UNSEEN in places and places[UNSEEN].past:
+    `BELOW` (`learner_from_past`)."""
+    return learner_from_past({split: place.past for split, place in places.items()})
+
+
+def learner_from_past(past: dict[str, bool]) -> str:
+    """The gate from whether a model is past the ladder on each split it was measured on
+    (`past`: split -> past there): "infers" past it on unseen tasks, "retrieves" past it on seen
+    tasks only, else `BELOW`. The one gate of final models and of networks over training."""
+    if past.get(UNSEEN):
         return "infers"
-    if SEEN in places and places[SEEN].past:
+    if past.get(SEEN):
         return "retrieves"
     return BELOW
 

@@ -1,13 +1,15 @@
 """The phase diagram across task diversity: every kept network of several models (each a
 `hmm-development` record, or a study model's record that holds one) at its training tokens and
-its corpus's K, labelled by the learner it is nearest (a rung of the in-context ladder,
-retrieval or inference), on seen and unseen tasks; and per K, the cell's development (each
-model's KL from the split's reference against training tokens, and their mean).
+its corpus's K, gated as the report gates the final models (infers, retrieves, below the
+ladder) and with the share of the way from the best rung to the split's best learner it has
+gone, on seen and unseen tasks; and per (K, depth), the cell's development (each model's KL from
+the split's reference against training tokens, and their mean).
 
     hmm-phase-diagram runs/*/development.json --out runs/phase
     hmm-phase-diagram results/inference/*/models/*.json --out results/inference/figures
 
-Writes phase_diagram.png and development-K<k>.png into --out.
+Writes phase_diagram.png and development-K<k>-L<depth>.png (development-K<k>.png for records
+that do not name their depth) into --out.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from pathlib import Path
 
 from ..analyses.development import development_from_dict
 from ..figures.across import (
-    DEVELOPMENT_FIGURE_PREFIX,
     PHASE_DIAGRAM_FIGURE,
+    development_cells,
+    development_figure,
     plot_cell_development,
     plot_phase_diagram,
 )
@@ -40,19 +43,19 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     written = [plot_phase_diagram(records, out / PHASE_DIAGRAM_FIGURE)]
-    for k in sorted({record["num_tasks"] for record in records}):
-        cell = [record for record in records if record["num_tasks"] == k]
-        written.append(plot_cell_development(cell, out / f"{DEVELOPMENT_FIGURE_PREFIX}{k}.png"))
+    for (k, depth), cell in development_cells(records).items():
+        written.append(plot_cell_development(cell, out / development_figure(k, depth)[1]))
     print(f"wrote {', '.join(map(str, written))} from {len(records)} records")
     return 0
 
 
 def read_record(path: Path) -> dict:
-    """A development record (or a study model's record, which holds one), its labels recomputed
-    from its distances (`development_from_dict`)."""
+    """A development record (or a study model's record, which holds one, with the model's
+    `depth`), its labels recomputed from its distances (`development_from_dict`)."""
     try:
         data = json.loads(path.read_text())
-        return development_from_dict(data.get("development") or data).to_dict()
+        depth = {"depth": data["depth"]} if data.get("development") else {}
+        return {**development_from_dict(data.get("development") or data).to_dict(), **depth}
     except (KeyError, TypeError, json.JSONDecodeError) as error:
         raise ValueError(f"{path} is not a development record of hmm-development ({error}).") from None
 

@@ -121,7 +121,23 @@ CLAIM_FIGURE_PREFIX = "claim_"  # claim_<key>.png: one figure per claim
 
 
 PHASE_DIAGRAM_FIGURE = "phase_diagram.png"
-DEVELOPMENT_FIGURE_PREFIX = "development-K"  # development-K<k>.png: one figure per K
+DEVELOPMENT_FIGURE_PREFIX = "development-K"  # development-K<k>-L<depth>.png: one per (K, depth)
+
+
+def development_figure(num_tasks: int, depth: int | None) -> tuple[str, str]:
+    """(figure name, file name) of one (K, depth)'s development figure; depth None for records
+    that do not say it (`hmm-development`'s)."""
+    if depth is None:
+        return f"development_K{num_tasks}", f"{DEVELOPMENT_FIGURE_PREFIX}{num_tasks}.png"
+    return f"development_K{num_tasks}_L{depth}", f"{DEVELOPMENT_FIGURE_PREFIX}{num_tasks}-L{depth}.png"
+
+
+def development_cells(records: list[dict]) -> dict[tuple[int, int | None], list[dict]]:
+    """Development records (with their model's `depth` where known) by (K, depth), in order."""
+    cells: dict[tuple[int, int | None], list[dict]] = {}
+    for record in records:
+        cells.setdefault((record["num_tasks"], record.get("depth")), []).append(record)
+    return dict(sorted(cells.items(), key=lambda item: (item[0][0], item[0][1] or 0)))
 
 
 def is_diversity_figure(name: str) -> bool:
@@ -143,10 +159,10 @@ def plot_diversity(summary: dict, folder: Path, developments: list[dict] = ()) -
     if developments:
         files["phase_diagram"] = PHASE_DIAGRAM_FIGURE
         plot_phase_diagram(developments, folder / PHASE_DIAGRAM_FIGURE)
-    for k in sorted({d["num_tasks"] for d in developments}):
-        files[f"development_K{k}"] = f"{DEVELOPMENT_FIGURE_PREFIX}{k}.png"
-        cell = [d for d in developments if d["num_tasks"] == k]
-        plot_cell_development(cell, folder / files[f"development_K{k}"])
+    for (k, depth), cell in development_cells(developments).items():
+        name, file = development_figure(k, depth)
+        files[name] = file
+        plot_cell_development(cell, folder / file)
     return files
 
 
@@ -192,51 +208,106 @@ def plot_architectures(summary: dict, folder: Path) -> dict[str, str]:
 
 
 # ---- the phase diagram: task diversity K x training tokens (`development.Development`) ---------
+LEARNER_COLORS = {"infers": "C1", "retrieves": "C0", "below the ladder": "0.8"}
+K_COLORS = ("C2", "C4", "C3", "C5", "C6", "C8")  # one per K, apart from the gate's colours
+
+
+def cell_style(ks: list[int], num_tasks: int, depth: int | None, depths: list) -> dict:
+    """A (K, depth)'s line: its K's colour, its depth's dash (the shallowest solid)."""
+    return {
+        "color": K_COLORS[ks.index(num_tasks) % len(K_COLORS)],
+        "ls": DEPTH_LINES[depths.index(depth) % len(DEPTH_LINES)],
+    }
+
+
+def cell_name(num_tasks: int, depth: int | None) -> str:
+    return f"K = {num_tasks}" if depth is None else f"K = {num_tasks}, {depth} layers"
+
+
 def plot_phase_diagram(records: list[dict], path: str | Path) -> Path:
-    """Per split, every kept network of every record at (training tokens, K), coloured by its
-    phase label (`development.phase_label`); records of one K (seeds, HMM draws) side by side
-    in a narrow band around it. Step 0 and networks without a token count are left out."""
-    from .model import SPLIT_TITLES, phase_color
+    """Every kept network of every record (with its model's `depth` where known) over training
+    tokens. Above: the report's gate per network (`NetworkPlace.learner`: infers, retrieves,
+    below the ladder), one row per model, the models of each (K, depth) in one band. Below, per
+    split: the share of the way from the best rung to the split's best learner each network has
+    gone (`development.gap_closed`; 0 at the best rung, 1 at mixture Bayes on seen tasks and at
+    prior-level Bayes on unseen ones), one thin line per model, the mean over the models of each
+    (K, depth) thick. Step 0 and networks without a token count are left out."""
+    from ..analyses.development import TARGETS, gap_closed
+    from .model import SPLIT_TITLES
 
     plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.2), squeeze=False)
-    ks = sorted({r["num_tasks"] for r in records})
-    labels = set()
-    for ax, split in zip(axes[0], SPLIT_TITLES):
-        for k in ks:
-            same = [r for r in records if r["num_tasks"] == k]
-            for index, record in enumerate(same):
-                y = k * 2 ** (0.3 * (index - (len(same) - 1) / 2) / max(1, len(same)))
-                for network in record["networks"]:
-                    place = network["splits"].get(split)
-                    if place is None or not network["tokens"]:
-                        continue
-                    labels.add(place["label"])
-                    ax.scatter(
-                        network["tokens"], y, color=phase_color(place["label"]), s=40, edgecolor="k", lw=0.3
-                    )
+    cells = development_cells(records)
+    ks = sorted({k for k, _ in cells})
+    depths = sorted({d for _, d in cells}, key=lambda d: d or 0)
+    fig = plt.figure(figsize=(13, 8.5), layout="constrained")
+    grid = fig.add_gridspec(2, 2, height_ratios=(1, 1.2))
+    gate = fig.add_subplot(grid[0, :])
+    row, ticks = 0, []
+    for (k, depth), models in cells.items():
+        ticks.append((row + (len(models) - 1) / 2, f"{cell_name(k, depth)} ({len(models)})"))
+        for record in models:
+            kept = [n for n in record["networks"] if n["tokens"]]
+            colors = [LEARNER_COLORS[n["learner"]] for n in kept]
+            gate.scatter(
+                [n["tokens"] for n in kept], [row] * len(kept), c=colors, s=28, edgecolor="k", lw=0.3
+            )
+            row += 1
+        gate.axhline(row - 0.5, color="grey", lw=0.5)
+        row += 0.5
+    gate.set_xscale("log")
+    gate.set_yticks([y for y, _ in ticks], [name for _, name in ticks], fontsize=8)
+    gate.invert_yaxis()
+    gate.set_xlabel("training tokens")
+    gate.set_title("the report's gate per network (one row per model)", fontsize=9)
+    handles = [
+        plt.Line2D([], [], ls="", marker="o", mec="k", mew=0.3, color=c) for c in LEARNER_COLORS.values()
+    ]
+    gate.legend(handles, list(LEARNER_COLORS), fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    for column, split in enumerate(SPLIT_TITLES):
+        ax = fig.add_subplot(grid[1, column])
+        for (k, depth), models in cells.items():
+            style = cell_style(ks, k, depth, depths)
+            curves = []
+            for record in models:
+                kept = [n for n in record["networks"] if n["tokens"] and split in n["splits"]]
+                scale = (
+                    record["ladder"][split]["references"][kept[0]["splits"][split]["reference"]]
+                    if kept
+                    else {}
+                )
+                shares = {n["tokens"]: gap_closed(n["splits"][split], scale, TARGETS[split]) for n in kept}
+                shares = {x: y for x, y in shares.items() if y is not None}
+                ax.plot(list(shares), list(shares.values()), lw=0.5, alpha=0.5, **style)
+                curves.append(shares)
+            shared = sorted(set.intersection(*(set(c) for c in curves))) if curves else []
+            mean = [float(np.mean([c[x] for c in curves])) for x in shared]
+            ax.plot(shared, mean, lw=2, label=f"{cell_name(k, depth)}: mean of {len(models)}", **style)
+        target = {"mixture": "mixture Bayes", "prior": "prior-level Bayes"}[TARGETS[split]]
+        ax.axhline(0, color="grey", lw=0.8, ls=":")
+        ax.axhline(1, color="grey", lw=0.8, ls=":")
+        for level, words in ((0, "the best rung"), (1, target)):
+            ax.text(
+                0.99, level, words, ha="right", va="bottom", fontsize=7, transform=ax.get_yaxis_transform()
+            )
+        ax.set_ylim(-1.05, 1.15)  # far below the ladder is clipped: the gate above says where
         ax.set_xscale("log")
-        ax.set_yscale("log", base=2)
-        ax.set_yticks(ks, [str(k) for k in ks])
-        ax.set_ylim(min(ks) / 2, max(ks) * 2)
         ax.set_xlabel("training tokens")
-        ax.set_ylabel("K, HMMs in the training mixture")
-        ax.set_title(f"nearest learner, {SPLIT_TITLES[split]}", fontsize=9)
-    ordered = sorted(labels, key=lambda label: (label in ("retrieval", "inference"), label))
-    handles = [plt.Line2D([], [], ls="", marker="o", color=phase_color(label)) for label in ordered]
-    axes[0][-1].legend(handles, ordered, fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    return save_figure(fig, path)
+        ax.set_ylabel(f"share of the way from the best rung\nto {target}")
+        ax.set_title(SPLIT_TITLES[split], fontsize=9)
+        ax.legend(fontsize=7, loc="upper left")
+    return save_figure(fig, path, tight=False)
 
 
 def plot_cell_development(records: list[dict], path: str | Path) -> Path:
-    """One cell (records of one K: seeds and HMM draws) over training: per split, each record's
-    KL from the split's reference against training tokens (thin), their mean at the steps all
-    share (thick), and the mean over the records of every rung's and prior-level Bayes's KL as
+    """One (K, depth) over training (its models: seeds and HMM draws): per split, each model's KL
+    from the split's reference against training tokens (thin), their mean at the steps all share
+    (thick), and the mean over the models of every rung's and prior-level Bayes's KL as labelled
     horizontal lines. Step 0 and networks without a token count are left out."""
     from .model import SPLIT_TITLES, development_axes, rung_lines
 
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), squeeze=False)
+    title = cell_name(records[0]["num_tasks"], records[0].get("depth"))
     for ax, split in zip(axes[0], SPLIT_TITLES):
         curves = {}
         for record in records:
@@ -258,6 +329,6 @@ def plot_cell_development(records: list[dict], path: str | Path) -> Path:
         rung_lines(
             ax, {name: float(np.mean([sc[name] for sc in scales])) for name in shared_names}, reference
         )
-        development_axes(ax, reference, f"K = {records[0]['num_tasks']}, {SPLIT_TITLES[split]}")
+        development_axes(ax, reference, f"{title}, {SPLIT_TITLES[split]}")
         ax.legend(fontsize=7, loc="upper right")
     return save_figure(fig, path)

@@ -204,13 +204,44 @@ def phase_color(label: str) -> str:
     return str(0.75 - 0.6 * list(IN_CONTEXT).index(label) / max(1, len(IN_CONTEXT) - 1))
 
 
+LABEL_GAP = 0.045  # the least distance of two line labels, in fractions of the axis's height
+
+
 def rung_lines(ax, levels: dict[str, float], reference: str) -> None:
     """Each predictor's KL from `reference` (the rungs, mixture, prior; `reference` itself left
-    out) as a labelled horizontal line, prior-level Bayes in its own colour."""
-    for name, kl in levels.items():
-        if name != reference:
-            ax.axhline(kl, color="C1" if name == "prior" else "grey", ls=":", lw=0.8)
-            ax.text(1.0, kl, f" {name}", va="center", fontsize=7, transform=ax.get_yaxis_transform())
+    out) as a horizontal line, prior-level Bayes in its own colour, labelled at the right edge;
+    labels of lines nearer than `LABEL_GAP` are spread apart (`spread_labels`), each with a tick
+    to its line. Call it after the curves: it fixes the y limits it placed the labels for."""
+    drawn = {name: kl for name, kl in levels.items() if name != reference}
+    for name, kl in drawn.items():
+        ax.axhline(kl, color="C1" if name == "prior" else "grey", ls=":", lw=0.8)
+    ax.autoscale_view()
+    low, high = ax.get_ylim()
+    ax.set_ylim(low, high)
+    order = sorted(drawn, key=drawn.get)
+    wanted = [(drawn[name] - low) / (high - low) for name in order]
+    for name, at, placed in zip(order, wanted, spread_labels(wanted, LABEL_GAP)):
+        ax.annotate(
+            f" {name}",
+            xy=(1.0, at),
+            xytext=(1.02, placed),
+            xycoords="axes fraction",
+            textcoords="axes fraction",
+            va="center",
+            fontsize=7,
+            arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "grey"},
+        )
+
+
+def spread_labels(positions: list[float], gap: float) -> list[float]:
+    """Ascending positions moved apart until neighbours are at least `gap` apart: each pushed
+    above the one below it, then all shifted down by half the top one's push, so the labels sit
+    around their lines rather than above them."""
+    placed: list[float] = []
+    for at in positions:
+        placed.append(max(at, placed[-1] + gap) if placed else at)
+    shift = (placed[-1] - positions[-1]) / 2 if placed else 0.0
+    return [at - shift for at in placed]
 
 
 def development_axes(ax, reference: str, title: str) -> None:

@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from modeling_hmmroformer.experiments.analyses.development import development_from_dict
+from modeling_hmmroformer.experiments.analyses.ladder_gate import learner, model_places
+from modeling_hmmroformer.experiments.analyses.record import ModelRecord
 from modeling_hmmroformer.experiments.decisions.architectures import redecide_architectures
 from modeling_hmmroformer.experiments.decisions.diversity import redecide_diversity
 from modeling_hmmroformer.experiments.reports import committed_report
@@ -165,3 +168,18 @@ def test_a_study_of_another_width_is_refused_in_the_report(inference_copy, monke
         )
     with pytest.raises(ValueError, match=f"the model of {wide} differs from inference-32-draw0's"):
         redecide_diversity(*committed_report(inference_copy))
+
+
+def test_each_final_network_over_training_is_gated_as_its_model_is_in_the_report():
+    """The phase diagram's gate of every committed model's last kept network (read on the
+    yardstick rows) is the learner the report gives that model (its own ladder on seen tasks,
+    the corpus's on unseen ones): the figure and the report say the same."""
+    checked = 0
+    for path in sorted((RESULTS / "inference").glob("*/models/*.json")):
+        record = ModelRecord.from_dict(json.loads(path.read_text()))
+        facts = json.loads((path.parents[1] / "yardsticks.json").read_text())
+        final = development_from_dict(record.development).networks[-1]
+        assert final.step == record.development["networks"][-1]["step"]
+        assert final.learner == learner(model_places(record, facts["ladder"])), path
+        checked += 1
+    assert checked >= 18

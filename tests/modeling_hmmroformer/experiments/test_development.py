@@ -12,11 +12,15 @@ from transformers import TrainerCallback
 from hmm_datasets.predictors import IN_CONTEXT
 from modeling_hmmroformer.experiments import names
 from modeling_hmmroformer.experiments.analyses.development import (
+    NetworkPlace,
     SplitPlace,
     development_from_dict,
+    gap_closed,
     phase_label,
 )
+from modeling_hmmroformer.experiments.analyses.ladder_gate import LadderPlace, learner
 from modeling_hmmroformer.experiments.commands import development as command
+from modeling_hmmroformer.experiments.figures.model import spread_labels
 from modeling_hmmroformer.experiments.running.folders import kept_networks, step_of
 from modeling_hmmroformer.experiments.running.training import (
     checkpoint_schedule,
@@ -199,6 +203,53 @@ def test_past_the_ladder_is_strictly_nearer_the_reference_than_the_best_rung():
     assert place(0.45 - 1e-9).past_ladder and place(0.45 - 1e-9).label == "inference"
 
 
+# ---- the report's gate over training, and the share of the way past the best rung ---------------
+def place_at(model_kl: float, reference: str = "oracle") -> SplitPlace:
+    return SplitPlace(reference, {**DISTANCES, reference: model_kl}, 0.5, "ppm3", 0.45)
+
+
+@pytest.mark.parametrize(
+    "seen, unseen, gate",
+    [
+        (0.44, 0.44, "infers"),
+        (0.46, 0.44, "infers"),
+        (0.44, 0.45, "retrieves"),  # at the rung on unseen tasks is not past it
+        (0.45, 0.45, "below the ladder"),
+        (0.45, None, "below the ladder"),
+        (0.44, None, "retrieves"),
+    ],
+)
+def test_a_network_is_gated_as_the_report_gates_final_models(seen, unseen, gate):
+    splits = {"test": place_at(seen, "mixture")}
+    if unseen is not None:
+        splits["test_unseen"] = place_at(unseen)
+    network = NetworkPlace(step=10, tokens=100, splits=splits)
+    final = {
+        split: LadderPlace(split, p.reference, p.distances[p.reference], "ppm3", 0.45)
+        for split, p in splits.items()
+    }
+    assert network.learner == gate == learner(final)
+    assert network.to_dict()["learner"] == gate
+
+
+def test_the_share_past_the_best_rung_is_0_at_the_rung_1_at_the_target_and_negative_below():
+    scale = {"ppm3": 0.45, "prior": 0.15, "oracle": 0.0}
+    share = {kl: gap_closed(place_at(kl).to_dict(), scale, "prior") for kl in (0.45, 0.15, 0.30, 0.60)}
+    assert share[0.45] == 0.0 and share[0.15] == pytest.approx(1.0) and share[0.30] == pytest.approx(0.5)
+    assert share[0.60] < 0
+    assert gap_closed(place_at(0.3).to_dict(), {"ppm3": 0.45}, "prior") is None  # not measured
+    assert gap_closed(place_at(0.3).to_dict(), {"prior": 0.45}, "prior") is None  # no gap to close
+
+
+@pytest.mark.parametrize("positions", [[0.1, 0.11, 0.12, 0.5], [0.0, 0.2, 0.4], [0.3, 0.3, 0.3, 0.3], [0.5]])
+def test_line_labels_are_spread_at_least_the_gap_apart_in_their_order(positions):
+    placed = spread_labels(positions, 0.05)
+    assert len(placed) == len(positions)
+    assert all(b - a >= 0.05 - 1e-12 for a, b in zip(placed, placed[1:]))
+    if all(b - a >= 0.05 for a, b in zip(positions, positions[1:])):
+        assert placed == positions  # labels already apart stay on their lines
+
+
 def test_the_phase_diagram_reads_records_and_refuses_others_in_one_line(tiny_development, tmp_path, capsys):
     from modeling_hmmroformer.experiments.commands import phase_diagram
 
@@ -350,7 +401,7 @@ def test_the_report_across_k_describes_each_cell_over_training(kept_study, tmp_p
     written = json.loads((out / "results.json").read_text())
     report = (out / "REPORT.md").read_text()
     assert "## Over training" in report and "### K = 32, 4 layers, over training: 2 models" in report
-    for name in ("phase_diagram", "development_K32"):
+    for name in ("phase_diagram", "development_K32_L4"):
         assert (
             out / written["figures"][name]
         ).stat().st_size > 0 and f"]({written['figures'][name]})" in report
