@@ -21,8 +21,15 @@ RESULTS_TEMPLATE = TEMPLATE_DIR / "results.md"
 STUDY_REPORT_TEMPLATE = TEMPLATE_DIR / "study_report.md"
 DIVERSITY_REPORT_TEMPLATE = TEMPLATE_DIR / "diversity_report.md"
 ARCHITECTURES_REPORT_TEMPLATE = TEMPLATE_DIR / "architectures_report.md"
-# the README's block that `scripts/diversity_report.py` rewrites: between these two lines
-DIVERSITY_STATUS_MARKERS = ("<!-- diversity status: start -->", "<!-- diversity status: end -->")
+
+
+def status_markers(family: str) -> tuple[str, str]:
+    """The two lines between which `scripts/diversity_report.py --readme FILE` rewrites the
+    status block of a family of studies ("diversity", "inference") in FILE."""
+    return f"<!-- {family} status: start -->", f"<!-- {family} status: end -->"
+
+
+DIVERSITY_STATUS_MARKERS = status_markers("diversity")
 # first line of a rendered card's body: a card with it may be rendered again (for the repo it goes to)
 MODEL_CARD_MARKER = "<!-- rendered by hmm-roformer: model_cards/model_card.md -->"
 DATASET_CARD_MARKER = "<!-- rendered by hmm-roformer: model_cards/dataset_card.md -->"

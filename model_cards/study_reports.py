@@ -210,6 +210,12 @@ def render_diversity_status(summary: dict) -> str:
     return markdown_table(["figure", "claim", *[group_name(g) for g in groups]], rows)
 
 
+def render_readme_status(summary: dict) -> str:
+    """The status block a README carries of a cross-K report: its status line
+    (`diversity_status_line`), then its claims table (`render_diversity_status`)."""
+    return f"{diversity_status_line(summary)}\n\n{render_diversity_status(summary)}"
+
+
 def _learner_cell(group: dict) -> str:
     counts = group["learners"]
     return f"{counts['infers']} / {counts['retrieves']} / {counts['below the ladder']}"

@@ -11,10 +11,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from hmm_datasets.files import build_folder, write_json, write_text
+from model_cards import status_markers
 from model_cards.study_reports import (
     render_architectures_report,
     render_diversity_report,
-    render_diversity_status,
+    render_readme_status,
     replace_marked_block,
 )
 
@@ -178,13 +179,14 @@ def write_diversity_summary(
     machine: dict | None = None,
     developments: list[dict] = (),
 ) -> Path:
-    """REPORT.md, results.json and figures/ of a cross-K summary in `out`, and the status table
-    of `readme` when given; `machine`: where its studies ran (this machine by default);
+    """REPORT.md, results.json and figures/ of a cross-K summary in `out`, and the status block
+    of `readme` when given (`render_readme_status`, between its family's `status_markers`); `machine`: where its studies ran (this machine by default);
     `developments`: the models' networks over training, for the phase diagram and each K's
     development figure."""
     readme_text = None
     if readme is not None:
-        readme_text = replace_marked_block(Path(readme).read_text(), render_diversity_status(summary))
+        markers = status_markers(summary.get("family", "diversity"))
+        readme_text = replace_marked_block(Path(readme).read_text(), render_readme_status(summary), markers)
     check_report_folder(out, DIVERSITY_TITLE, is_diversity_figure)
     figures = write_report_figures(out, lambda staging: plot_diversity(summary, staging, developments))
     summary["figures"], summary["machine"] = figures, machine or machine_description()

@@ -1,8 +1,8 @@
 """The studies across task diversity K: one report from the studies' own reports.
 
     python scripts/diversity_report.py runs/diversity-32-d4 runs/diversity-512-d4 runs/diversity-512-draw1
-    python scripts/diversity_report.py runs/diversity-* --out results/diversity --readme README.md
-    python scripts/diversity_report.py runs/inference-* --out results/inference
+    python scripts/diversity_report.py runs/diversity-* --out results/diversity --readme docs/history.md
+    python scripts/diversity_report.py runs/inference-* --out results/inference --readme README.md
 
 Each folder is a `scripts/study.py` folder of one family of studies across K, the task-diversity
 study (diversity-32, diversity-512, diversity-8192, diversity-512-draw1) or the inference study
@@ -11,10 +11,11 @@ REPORT.md (a summary of which learner the models are nearest at each K and which
 where; per cell its place on the yardsticks and its verdict table; what the corpus draw moves;
 each K over training where the models kept networks; wall times), results.json (every number of
 it) and figures/ (each claim's statistic against K, KL to each yardstick against K; the phase
-diagram and each K's development). With --readme, the status table between that file's
-"diversity status" marker lines is rewritten from the same numbers.
+diagram and each (K, depth)'s development). With --readme, the status block (the status line and
+the claims table) between that file's "<family> status" marker lines ("inference status",
+"diversity status") is rewritten from the same numbers.
 
-    python scripts/diversity_report.py --redecide results/diversity --readme README.md
+    python scripts/diversity_report.py --redecide results/inference --readme README.md
 
 decides a committed report again by today's rule (docs/study.md) from its committed records
 (`<folder>/<study>/models/*.json`, the yardsticks' facts in `<folder>/<study>/yardsticks.json`),
@@ -43,7 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", default="results/diversity", help="report folder (default: %(default)s)")
     parser.add_argument(
-        "--readme", help="a markdown file whose diversity status table to rewrite (default: none)"
+        "--readme",
+        help="a markdown file whose status block of this family to rewrite, between its "
+        "'<!-- <family> status: start/end -->' lines (default: none)",
     )
     args = parser.parse_args(argv)
     if args.redecide is not None:

@@ -1,8 +1,8 @@
 """Every committed study decided again from its committed records by today's rule: the verdicts,
 p-values and intervals must be those its results.json publishes. A change to the rule's code
 that would change a published verdict fails here until the results are regenerated on purpose
-(`scripts/diversity_report.py --redecide results/diversity --readme README.md`,
-`scripts/diversity_report.py --redecide results/inference`,
+(`scripts/diversity_report.py --redecide results/diversity --readme docs/history.md`,
+`scripts/diversity_report.py --redecide results/inference --readme README.md`,
 `scripts/architectures_report.py --redecide results/architectures`)."""
 
 import json

@@ -7,8 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from model_cards import DIVERSITY_STATUS_MARKERS
-from model_cards.study_reports import diversity_status_line, render_diversity_status, replace_marked_block
+from model_cards import DIVERSITY_STATUS_MARKERS, status_markers
+from model_cards.study_reports import (
+    diversity_status_line,
+    render_diversity_status,
+    render_readme_status,
+    replace_marked_block,
+)
 from modeling_hmmroformer.experiments.decisions.aggregate import StudySummary
 from modeling_hmmroformer.experiments.decisions.diversity import (
     learner_of,
@@ -18,7 +23,6 @@ from modeling_hmmroformer.experiments.decisions.diversity import (
 from modeling_hmmroformer.experiments.settings import PIPELINES, record_fingerprint
 
 ROOT = Path(__file__).resolve().parents[3]
-COMMITTED = ROOT / "results" / "diversity" / "results.json"
 
 
 def as_diversity_study(
@@ -119,7 +123,9 @@ def test_the_report_the_figures_and_the_readme_table_are_written_from_the_study_
     results = json.loads((out / "results.json").read_text())
     report = (out / "REPORT.md").read_text()
     status = render_diversity_status(results)
-    assert status in report and readme.read_text() == f"# title\n\n{start}\n{status}\n{end}\n\nafter\n"
+    block = render_readme_status(results)
+    assert status in report and readme.read_text() == f"# title\n\n{start}\n{block}\n{end}\n\nafter\n"
+    assert block.startswith(report.splitlines()[2])  # the report's status line, then its table
     assert (
         "| K = 32, 4 layers (draw 0) | K = 32, 16 layers (draw 0) | K = 512, 4 layers (draw 0) | K = 512, 16 layers (draw 0) |"
         in status
@@ -168,11 +174,14 @@ def test_replace_marked_block_needs_both_markers_once_in_order():
             replace_marked_block(text, "new")
 
 
-def test_the_readme_status_table_is_the_committed_reports():
-    readme = (ROOT / "README.md").read_text()
-    start, end = DIVERSITY_STATUS_MARKERS
-    table = readme.split(start)[1].split(end)[0].strip()
-    assert table == render_diversity_status(json.loads(COMMITTED.read_text()))
+@pytest.mark.parametrize("page, family", [("README.md", "inference"), ("docs/history.md", "diversity")])
+def test_the_status_blocks_of_the_pages_are_the_committed_reports(page, family):
+    """The README's answer is the inference report's status block, the history page's table the
+    task-diversity report's: each what `--readme` writes from the committed results.json."""
+    text = (ROOT / page).read_text()
+    start, end = status_markers(family)
+    block = text.split(start)[1].split(end)[0].strip()
+    assert block == render_readme_status(json.loads((ROOT / "results" / family / "results.json").read_text()))
 
 
 def test_the_status_line_is_interim_exactly_while_planned_cells_have_not_run():
