@@ -63,6 +63,11 @@ class HMMMixtureConfig(datasets.BuilderConfig):
     initial_concentration: float = _field(1.0, "Dirichlet concentration of each HMM's initial distribution")
     transition_concentration: float = _field(0.1, "Dirichlet concentration of the transition rows")
     emission_concentration: float = _field(0.1, "Dirichlet concentration of the emission rows")
+    emission_mixing: float = _field(
+        0.0,
+        "share of each emission row moved to the uniform distribution: 0 keeps the drawn rows; "
+        "more hides the state behind the token (docs/corpus.md)",
+    )
     transition_rank: int | None = _field(
         None, "rank d of the transitions (the paper's Assumption 1); null: full rank"
     )
@@ -95,6 +100,12 @@ class HMMMixtureConfig(datasets.BuilderConfig):
                     f"{name}={value!r} must be a finite Dirichlet concentration > 0 "
                     "(small values give sparse, predictable HMMs; 1.0 is uniform)."
                 )
+        mixing = self.emission_mixing
+        if not isinstance(mixing, (int, float)) or not math.isfinite(mixing) or not 0 <= mixing <= 1:
+            raise ValueError(
+                f"emission_mixing={mixing!r} must be a share between 0 and 1 (0 keeps the drawn "
+                "emission rows; 1 makes every token independent of the state)."
+            )
         if self.transition_rank is not None:
             _check_int("transition_rank", self.transition_rank, minimum=1, meaning="the rank d")
             if self.transition_rank > self.num_states:
@@ -277,6 +288,19 @@ def _diversity_preset(num_tasks: int) -> HMMMixtureConfig:
 
 
 PRESETS.update({f"diversity-{k}": _diversity_preset(k) for k in (32, 512, 8192)})
+
+AMBIGUITY_LEVELS = (0.25, 0.5)  # emission_mixing of the corpora where the token hides the state
+
+
+def _ambiguous_preset(num_tasks: int, mixing: float) -> HMMMixtureConfig:
+    """`diversity-<num_tasks>` with `emission_mixing` = `mixing`: the same HMM draws, each emission
+    row moved that share towards the uniform, so the current token tells less about the state
+    (`hmm_datasets.ambiguity`; docs/corpus.md)."""
+    name = f"ambiguous-{num_tasks}-m{round(100 * mixing)}"
+    return PRESETS[f"diversity-{num_tasks}"].replace(name=name, emission_mixing=mixing)
+
+
+PRESETS.update({p.name: p for p in (_ambiguous_preset(8192, m) for m in AMBIGUITY_LEVELS)})
 
 
 def get_preset(name: str, **overrides: Any) -> HMMMixtureConfig:

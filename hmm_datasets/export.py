@@ -31,6 +31,7 @@ from huggingface_hub import DatasetCard, snapshot_download
 
 from model_cards.render import render_dataset_card
 
+from .ambiguity import parameter_measures
 from .bayes import BayesOptimalPredictor
 from .ceiling import accuracy_table, format_accuracy_table
 from .config import GENERATOR_VERSION, PRESETS, SPLITS, HMMMixtureConfig
@@ -346,6 +347,7 @@ def dataset_card_facts(
             for name, values in diagnostics.items()
             if name != "stationary"
         },
+        "ambiguity": parameter_measures(params, SampleLayout.from_config(config)),
         "table": table or {"num_rows": 0},
         "table_text": format_accuracy_table(table) if table else "(not computed: table_rows=0)",
         "regenerate_args": _regenerate_args(config),

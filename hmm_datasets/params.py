@@ -210,6 +210,18 @@ def _dirichlet_rows(rng: np.random.Generator, concentration: float, shape: tuple
     return rows / rows.sum(-1, keepdims=True, dtype=np.float32)
 
 
+def mixed_emission_rows(emissions: np.ndarray, mixing: float) -> np.ndarray:
+    """Emission rows `[..., V]` with the share `mixing` of each moved to the uniform distribution,
+    `(1 - mixing) * rows + mixing / V`, as float32 rows summing to one; the rows themselves at 0
+    (so corpora without mixing keep their bytes). The state distribution does not depend on the
+    emissions, so the token's information about the state, I(state; token), only falls as the
+    mixing grows (mutual information is convex in the channel and 0 at the uniform one)."""
+    if mixing == 0:
+        return emissions
+    rows = ((1.0 - mixing) * emissions.astype(np.float64) + mixing / emissions.shape[-1]).astype(np.float32)
+    return rows / rows.sum(-1, keepdims=True, dtype=np.float32)
+
+
 def sample_hmm_params(
     config: HMMMixtureConfig, num_tasks: int | None = None, stream: tuple[int, ...] = (_PARAMS_SEED_KEY,)
 ) -> HMMParams:
@@ -221,7 +233,9 @@ def sample_hmm_params(
     k = config.num_tasks if num_tasks is None else int(num_tasks)
     s, v = config.num_states, config.vocab_size
     initial = _dirichlet_rows(rng, config.initial_concentration, (k, s))
-    emissions = _dirichlet_rows(rng, config.emission_concentration, (k, s, v))
+    emissions = mixed_emission_rows(
+        _dirichlet_rows(rng, config.emission_concentration, (k, s, v)), config.emission_mixing
+    )
     if config.transition_rank is None:
         left = right = None
         transitions = _dirichlet_rows(rng, config.transition_concentration, (k, s, s))

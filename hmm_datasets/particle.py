@@ -21,6 +21,11 @@ multiplied by its predictive of it, its next state is drawn from its posterior, 
 incremented, and the particles are resampled (systematic) when the effective sample size falls
 below N / 2. A delimiter observes nothing: the next observation is a segment start.
 
+With `emission_mixing` m (each emission row (1 - m) Dir(aE) + m / V: the token hides the state),
+a particle emits o from j with (1 - m) times the urn's probability plus m / V; once its state is
+drawn, whether the token came from the row or from the uniform share is drawn too, and only a
+row's token is counted: the augmentation keeps the urn the exact posterior of the drawn rows.
+
 Shapes: B rows, L positions, N particles, S states, V observation tokens (the delimiter is V).
 """
 
@@ -115,6 +120,7 @@ class _Particles:
             float(config.transition_concentration),
             float(config.emission_concentration),
         )
+        self.mixing = float(config.emission_mixing)  # each emission uniform with this probability
         self.S, self.V = S, V
         self.state = torch.full((batch, N), _START, dtype=torch.long, device=device)
         self.weight = torch.full((batch, N), 1.0 / N, **exact)
@@ -143,7 +149,8 @@ class _Particles:
         B, N = self.state.shape
         scale = self.weight[..., None] * self.next_state_probs() / (self.V * self.aE + self.emit_total)
         counts = torch.bmm(scale.view(B, 1, N * self.S), self.emit.view(B, N * self.S, self.V))
-        return counts.squeeze(1) + self.aE * scale.sum((1, 2))[:, None]
+        urn = counts.squeeze(1) + self.aE * scale.sum((1, 2))[:, None]
+        return urn if self.mixing == 0 else (1 - self.mixing) * urn + self.mixing / self.V
 
     def observe(self, tokens: torch.Tensor, generator: torch.Generator) -> None:
         """Condition every row on its next token `tokens [B]` (a delimiter: back to a segment start)."""
@@ -151,28 +158,49 @@ class _Particles:
         observed = tokens != self.V
         token = tokens.clamp(max=self.V - 1)
         emitted = self.emit.gather(3, token[:, None, None, None].expand(B, N, self.S, 1)).squeeze(3)
-        joint = self.next_state_probs() * (self.aE + emitted) / (self.V * self.aE + self.emit_total)
+        urn = (self.aE + emitted) / (self.V * self.aE + self.emit_total)  # [B, N, S]: P(o | j, counts)
+        emission = urn if self.mixing == 0 else (1 - self.mixing) * urn + self.mixing / self.V
+        joint = self.next_state_probs() * emission
         likelihood = joint.sum(-1)  # [B, N]
         uniform = torch.rand(B, N, 1, generator=generator, **self._exact)
         cumulative = (joint / likelihood[..., None]).cumsum(-1)
         drawn = (cumulative < uniform * cumulative[..., -1:]).sum(-1).clamp(max=self.S - 1)
-        self._count(drawn, token, observed)
+        self._count(drawn, token, observed, self._from_rows(drawn, urn, emission, generator))
         self._ahead = None  # the particles move
         weight = torch.where(observed[:, None], self.weight * likelihood, self.weight)
         self.weight = weight / weight.sum(-1, keepdim=True)
         self.state = torch.where(observed[:, None], drawn, _START)
         self._resample(observed, generator)
 
-    def _count(self, drawn: torch.Tensor, token: torch.Tensor, observed: torch.Tensor) -> None:
-        """Add the step into state `drawn [B, N]` emitting `token [B]` to the rows `observed [B]`."""
+    def _from_rows(
+        self, drawn: torch.Tensor, urn: torch.Tensor, emission: torch.Tensor, generator: torch.Generator
+    ) -> torch.Tensor | None:
+        """`[B, N]` whether each particle's token came from its state's drawn emission row rather
+        than the uniform share (`emission_mixing`), sampled given the state `drawn`: only those
+        tokens are counted, so the urn stays the posterior of the drawn rows. None without mixing
+        (every token is the row's; nothing is drawn, so the random stream is unchanged)."""
+        if self.mixing == 0:
+            return None
+        pick = drawn[..., None]
+        from_row = (1 - self.mixing) * urn.gather(2, pick) / emission.gather(2, pick)
+        return torch.rand(from_row.shape, generator=generator, **self._exact).lt(from_row).squeeze(2)
+
+    def _count(
+        self, drawn: torch.Tensor, token: torch.Tensor, observed: torch.Tensor, from_row: torch.Tensor | None
+    ) -> None:
+        """Add the step into state `drawn [B, N]` emitting `token [B]` to the rows `observed [B]`;
+        the emission only where `from_row [B, N]` (every observed one where None)."""
         B, N = drawn.shape
         add = observed[:, None].expand(B, N).double()
         at_start = self.state == _START
         self.init.scatter_add_(2, drawn[..., None], (add * at_start)[..., None])
         edge = self.state.clamp(min=0) * self.S + drawn
         self.trans.view(B, N, -1).scatter_add_(2, edge[..., None], (add * ~at_start)[..., None])
-        self.emit.view(B, N, -1).scatter_add_(2, (drawn * self.V + token[:, None])[..., None], add[..., None])
-        self.emit_total.scatter_add_(2, drawn[..., None], add[..., None])
+        emitted = add if from_row is None else add * from_row
+        self.emit.view(B, N, -1).scatter_add_(
+            2, (drawn * self.V + token[:, None])[..., None], emitted[..., None]
+        )
+        self.emit_total.scatter_add_(2, drawn[..., None], emitted[..., None])
 
     def _resample(self, observed: torch.Tensor, generator: torch.Generator) -> None:
         """Systematic resampling of the rows whose effective sample size fell below N / 2."""

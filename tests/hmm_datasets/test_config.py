@@ -94,7 +94,7 @@ def test_generation_fields_exclude_builder_bookkeeping():
 def test_every_field_carries_the_one_line_that_says_what_it_is():
     """The help `--help` and the errors show lives with the field (its metadata), once."""
     own = [f for f in dataclasses.fields(HMMMixtureConfig) if f.name not in BUILDER_FIELDS]
-    assert len(own) == 16 and all(f.metadata.get("help") for f in own)
+    assert len(own) == 17 and all(f.metadata.get("help") for f in own)
     assert field_help("num_tasks") == "HMMs in the mixture (K)"
     with pytest.raises(ValueError, match=r"^seed=-1 must be >= 0: seed is seed of the HMM parameters"):
         HMMMixtureConfig.from_dict({**PRESETS["tiny"].to_dict(), "seed": -1})

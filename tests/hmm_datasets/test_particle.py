@@ -30,23 +30,30 @@ def _polya(counts, concentration: float) -> float:
 
 
 def _marginal(tokens, config) -> float:
-    """P(tokens): the sum over every state path of the Polya-urn likelihood of tokens and path."""
-    S, V = config.num_states, config.vocab_size
+    """P(tokens): the sum over every state path, and with `emission_mixing` m over which tokens
+    the drawn rows emitted (the others uniform, m / V each), of the Polya-urn likelihood."""
+    S, V, m = config.num_states, config.vocab_size, config.emission_mixing
     observed = [t for t in tokens if t != V]
     starts = [i == 0 or tokens[i - 1] == V for i, t in enumerate(tokens) if t != V]
+    sources = [(True,)] * len(observed) if m == 0 else [(True, False)] * len(observed)
     total = 0.0
     for path in itertools.product(range(S), repeat=len(observed)):
-        init, trans, emit = np.zeros(S), np.zeros((S, S)), np.zeros((S, V))
-        for k, (state, token) in enumerate(zip(path, observed)):
+        init, trans = np.zeros(S), np.zeros((S, S))
+        for k, state in enumerate(path):
             if starts[k]:
                 init[state] += 1
             else:
                 trans[path[k - 1], state] += 1
-            emit[state, token] += 1
-        log_p = _polya(init, config.initial_concentration)
-        log_p += sum(_polya(trans[s], config.transition_concentration) for s in range(S))
-        log_p += sum(_polya(emit[s], config.emission_concentration) for s in range(S))
-        total += math.exp(log_p)
+        log_path = _polya(init, config.initial_concentration)
+        log_path += sum(_polya(trans[s], config.transition_concentration) for s in range(S))
+        for from_row in itertools.product(*sources):
+            emit = np.zeros((S, V))
+            for state, token, row in zip(path, observed, from_row):
+                emit[state, token] += row
+            log_p = log_path + sum(_polya(emit[s], config.emission_concentration) for s in range(S))
+            rows = sum(from_row)
+            log_p += rows * math.log1p(-m) + (len(observed) - rows) * (math.log(m / V) if m else 0.0)
+            total += math.exp(log_p)
     return total
 
 
@@ -89,6 +96,21 @@ def test_matches_brute_force_and_seeds_differ():
         assert tv.max() < 0.01, tv
         assert estimate[2].tolist() == [0, 0, 0, 1]  # the delimiter comes next: certain
     assert not torch.equal(estimates[0], estimates[1])
+
+
+def test_emission_mixing_matches_brute_force_and_leaves_the_unmixed_stream_alone():
+    config = _config(num_states=2, vocab_size=3, emission_mixing=0.4)
+    tokens = [0, 1, 1, 3, 2, 1]
+    exact = _exact_probs(tokens, config)
+    estimate = ParticlePriorPredictor(config, 20_000, 0).next_token_probs(torch.tensor([tokens]))[0]
+    observation_next = [i for i in range(len(tokens)) if i + 1 == len(tokens) or tokens[i + 1] != 3]
+    tv = 0.5 * np.abs(estimate[observation_next, :3].numpy() - exact[observation_next]).sum(-1)
+    assert tv.max() < 0.01, tv
+    unmixed = _exact_probs(tokens, _config(num_states=2, vocab_size=3))
+    assert np.abs(exact - unmixed)[observation_next].max() > 0.05  # the mixing is seen
+    everything = ParticlePriorPredictor(_config(emission_mixing=1.0), 8, 0)
+    uniform = everything.next_token_probs(torch.tensor([[0, 1, 2, 6, 3]]))[0, [0, 1, 3, 4], :6]
+    torch.testing.assert_close(uniform, torch.full_like(uniform, 1 / 6), rtol=0, atol=1e-12)
 
 
 def test_same_convention_as_bayes():

@@ -1,6 +1,8 @@
-"""Lemma 1 on the family built to test it (`hmm_datasets.lemma1_family`), as figures:
-`tv_by_level.png` (log TV against L, the median member of each γ level, task known and unknown)
-and `rate_vs_gamma.png` (each member's fitted rate against γ, with the bound's rate γ⁴ at C = 1).
+"""The corpus families as figures. Lemma 1 on the family built to test it
+(`hmm_datasets.lemma1_family`): `tv_by_level.png` (log TV against L, the median member of each γ
+level, task known and unknown) and `rate_vs_gamma.png` (each member's fitted rate against γ, with
+the bound's rate γ⁴ at C = 1). The corpora where the token hides the state
+(`hmm_datasets.ambiguity`): `ambiguity.png` (`plot_ambiguity`).
 """
 
 from __future__ import annotations
@@ -54,4 +56,41 @@ def plot_rate_vs_gamma(result: dict, path: str | Path) -> Path:
     ax.set_ylabel("fitted decay rate of TV per token")
     ax.set_title("Lemma 1: rate against observability")
     ax.legend(fontsize=8)
+    return save_figure(fig, path)
+
+
+def plot_ambiguity(result: dict, path: str | Path) -> Path:
+    """A corpus family by emission mixing (`hmm_datasets.ambiguity.level_measures` per level):
+    left, H(state), H(state | token) and H(state | history) against the mixing; right, the state's
+    top-1 by the token rule and by the exact filter, and the next token's by the oracle, mixture
+    Bayes and the best in-context rung."""
+    plt = pyplot()
+    levels = result["levels"]
+    mixing = [level["emission_mixing"] for level in levels]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2))
+    entropies = {
+        "H(state)": [level["parameters"]["state_entropy"] for level in levels],
+        "H(state | token), exact": [level["parameters"]["state_given_token_entropy"] for level in levels],
+        "H(state | history), exact filter": [
+            level["filter"]["state_given_history_entropy"] for level in levels
+        ],
+    }
+    for (label, values), style in zip(entropies.items(), ("k:", "o-", "s-")):
+        left.plot(mixing, values, style, label=label)
+    left.set_ylabel("nats")
+    accuracies = {
+        "state: token rule": [level["filter"]["token_rule_accuracy"] for level in levels],
+        "state: exact filter": [level["filter"]["filter_accuracy"] for level in levels],
+        "next token: oracle": [level["predictors"]["accuracy"]["oracle"] for level in levels],
+        "next token: mixture Bayes": [level["predictors"]["accuracy"]["bayes"] for level in levels],
+        "next token: best rung": [
+            level["predictors"]["accuracy"][level["predictors"]["best_in_context"]] for level in levels
+        ],
+    }
+    for (label, values), style in zip(accuracies.items(), ("o--", "o-", "s:", "s-", "^-")):
+        right.plot(mixing, values, style, label=label)
+    right.set_ylabel("top-1 accuracy")
+    for ax in (left, right):
+        ax.set_xlabel("emission mixing (share of each emission row made uniform)")
+        ax.legend(fontsize=7)
     return save_figure(fig, path)
