@@ -108,7 +108,15 @@ class Development:
     networks: list[NetworkPlace] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "networks": [n.to_dict() for n in self.networks]}
+        """The record, each network's split places with their `target` (`TARGETS`) and the share
+        of the way to it the network has gone (`gap_closed` on this ladder), for the figures."""
+        networks = [n.to_dict() for n in self.networks]
+        for network in networks:
+            for split, place in network["splits"].items():
+                scale = self.ladder[split]["references"][place["reference"]]
+                place["target"] = TARGETS[split]
+                place["gap_closed"] = gap_closed(place, scale, TARGETS[split])
+        return {**asdict(self), "networks": networks}
 
 
 def phase_label(distances: dict[str, float], past_ladder: bool) -> str:

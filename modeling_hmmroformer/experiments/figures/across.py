@@ -208,6 +208,7 @@ def plot_architectures(summary: dict, folder: Path) -> dict[str, str]:
 
 
 # ---- the phase diagram: task diversity K x training tokens (`development.Development`) ---------
+TARGET_NAMES = {"mixture": "mixture Bayes", "prior": "prior-level Bayes"}
 LEARNER_COLORS = {"infers": "C1", "retrieves": "C0", "below the ladder": "0.8"}
 K_COLORS = ("C2", "C4", "C3", "C5", "C6", "C8")  # one per K, apart from the gate's colours
 
@@ -229,10 +230,10 @@ def plot_phase_diagram(records: list[dict], path: str | Path) -> Path:
     tokens. Above: the report's gate per network (`NetworkPlace.learner`: infers, retrieves,
     below the ladder), one row per model, the models of each (K, depth) in one band. Below, per
     split: the share of the way from the best rung to the split's best learner each network has
-    gone (`development.gap_closed`; 0 at the best rung, 1 at mixture Bayes on seen tasks and at
-    prior-level Bayes on unseen ones), one thin line per model, the mean over the models of each
-    (K, depth) thick. Step 0 and networks without a token count are left out."""
-    from ..analyses.development import TARGETS, gap_closed
+    gone (each split place's `gap_closed` and `target`, as `Development.to_dict` writes them; 0
+    at the best rung, 1 at mixture Bayes on seen tasks and at prior-level Bayes on unseen ones),
+    one thin line per model, the mean over the models of each (K, depth) thick. Step 0 and
+    networks without a token count are left out."""
     from .model import SPLIT_TITLES
 
     plt = pyplot()
@@ -265,24 +266,21 @@ def plot_phase_diagram(records: list[dict], path: str | Path) -> Path:
     gate.legend(handles, list(LEARNER_COLORS), fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
     for column, split in enumerate(SPLIT_TITLES):
         ax = fig.add_subplot(grid[1, column])
+        targets: set[str] = set()
         for (k, depth), models in cells.items():
             style = cell_style(ks, k, depth, depths)
             curves = []
             for record in models:
                 kept = [n for n in record["networks"] if n["tokens"] and split in n["splits"]]
-                scale = (
-                    record["ladder"][split]["references"][kept[0]["splits"][split]["reference"]]
-                    if kept
-                    else {}
-                )
-                shares = {n["tokens"]: gap_closed(n["splits"][split], scale, TARGETS[split]) for n in kept}
+                shares = {n["tokens"]: n["splits"][split]["gap_closed"] for n in kept}
                 shares = {x: y for x, y in shares.items() if y is not None}
+                targets.update(n["splits"][split]["target"] for n in kept)
                 ax.plot(list(shares), list(shares.values()), lw=0.5, alpha=0.5, **style)
                 curves.append(shares)
             shared = sorted(set.intersection(*(set(c) for c in curves))) if curves else []
             mean = [float(np.mean([c[x] for c in curves])) for x in shared]
             ax.plot(shared, mean, lw=2, label=f"{cell_name(k, depth)}: mean of {len(models)}", **style)
-        target = {"mixture": "mixture Bayes", "prior": "prior-level Bayes"}[TARGETS[split]]
+        target = " or ".join(TARGET_NAMES[name] for name in sorted(targets)) or "the split's best learner"
         ax.axhline(0, color="grey", lw=0.8, ls=":")
         ax.axhline(1, color="grey", lw=0.8, ls=":")
         for level, words in ((0, "the best rung"), (1, target)):
