@@ -114,6 +114,64 @@ def test_help_lists_the_fields_and_the_named_pipelines(capsys):
             assert item in text, (name, item)
 
 
+# What `--help` imports beyond `import modeling_hmmroformer`, the Auto registration every command
+# stands on (it needs torch and transformers' model classes; docs/layers.md, "Where imports
+# happen"): the corpus package, whose import registers its `datasets` builder, for the commands
+# whose options list its presets or fields, and nothing heavy for any other.
+HEAVY = ("datasets", "pyarrow", "pandas", "matplotlib", "numba", "scipy", "sklearn", "transformers.trainer")
+CORPUS_PACKAGE = {"datasets", "pyarrow", "pandas"}
+LIST_THE_CORPUS = {"hmm-generate", "hmm-yardstick-ladder", "hmm-train", "hmm-reproduce", "hmm-study"}
+
+# One process: the registration, then each command's --help in turn, the heavy modules each one
+# loaded first. The commands that may load none go first, so any that one loads is its own.
+HELP_IMPORTS = """
+import contextlib, importlib, io, json, sys
+
+import modeling_hmmroformer
+
+entries, heavy = json.loads(sys.argv[1]), sys.argv[2].split(",")
+loaded, found = set(sys.modules), {}
+for name, target in entries:
+    module, _, function = target.partition(":")
+    with contextlib.redirect_stdout(io.StringIO()) as printed, contextlib.suppress(SystemExit):
+        getattr(importlib.import_module(module), function)(["--help"])
+    new = set(sys.modules) - loaded
+    loaded |= new
+    found[name] = {"usage": printed.getvalue().split(" ", 1)[0], "heavy": sorted(set(heavy) & new)}
+print(json.dumps(found))
+"""
+
+
+@pytest.fixture(scope="module")
+def help_imports() -> dict:
+    order = sorted(ENTRY_POINTS, key=lambda name: (name in LIST_THE_CORPUS, name))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            HELP_IMPORTS,
+            json.dumps([[n, ENTRY_POINTS[n]] for n in order]),
+            ",".join(HEAVY),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("name", sorted(ENTRY_POINTS))
+def test_help_imports_nothing_heavy_beyond_the_model_registration(name, help_imports):
+    assert set(ENTRY_POINTS) >= LIST_THE_CORPUS
+    allowed = CORPUS_PACKAGE if name in LIST_THE_CORPUS else set()
+    assert help_imports[name]["usage"] == "usage:", name
+    assert set(help_imports[name]["heavy"]) <= allowed, (
+        f"{name} --help imports {help_imports[name]['heavy']}: import it in main(), after parsing"
+    )
+
+
 def test_a_bad_option_names_the_command_typed(monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["hmm-reproduce", "--redo", "knock-out"])
     with pytest.raises(SystemExit) as done:

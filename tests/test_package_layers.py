@@ -185,10 +185,24 @@ def loaded_at_import(module: str) -> set[str]:
     return loaded
 
 
+def loaded_when_run(command: str) -> set[str]:
+    """Our modules that running the command module `command` loads: each module it imports, in
+    its functions too (a command imports what it runs once its arguments are parsed), with
+    what that one loads at import."""
+    imported = [
+        name
+        for node in ast.walk(ast.parse(module_file(command).read_text()))
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for module in import_names(node, package_of(module_file(command)))
+        for name in (module, *(f"{module}.{a.name}" for a in node.names if isinstance(node, ast.ImportFrom)))
+    ]
+    return set().union(loaded_at_import(command), *map(loaded_at_import, imported))
+
+
 def test_a_reproduction_imports_no_study_only_module():
     """`hmm-reproduce` runs the reproduction's plan: a study's plan, records, report and figures
     stay out of its imports (`hmm-study` passes the study's plan to the same runner)."""
-    reproduction = loaded_at_import("modeling_hmmroformer.experiments.commands.reproduce")
+    reproduction = loaded_when_run("modeling_hmmroformer.experiments.commands.reproduce")
     assert {
         "modeling_hmmroformer.experiments.running.pipeline",
         "probing.run",

@@ -5,6 +5,11 @@ shares: bad input is one line on stderr (`error: ...`) and exit status 2, never 
 (`refuse`, `Parser`, `at_least`); `--help` shows every option's default.
 
     hmm-reproduce --preset tiny        # = python scripts/reproduce.py --preset tiny
+
+A command imports at its top only what its parser needs, and the rest after its arguments are
+parsed, so that `--help` and a bad option import no more than the model package's registration
+(torch, transformers) and the parser's own values (docs/layers.md, "Where imports happen";
+tests/test_cli.py checks it).
 """
 
 from __future__ import annotations
@@ -15,12 +20,12 @@ import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from transformers import HfArgumentParser
 
-from .. import names
-from ..running.engine import RunState
+if TYPE_CHECKING:
+    from ..running.engine import RunState
 
 
 def error_line(error: BaseException | str) -> str:
@@ -48,6 +53,8 @@ def write_report(write: Callable[[], object], source: str) -> int:
 def print_outcome(out: Path, state: RunState, lines: Callable[[dict], list[str]]) -> int:
     """After a pipeline ran into `out` (`state`: its stage records): the `lines` made of its
     results.json, then where its report went and how long its stages took. Exit status 0."""
+    from .. import names  # through the corpus package's names: it registers its builder (datasets)
+
     print()
     for line in lines(json.loads((out / names.RESULTS_JSON).read_text())):
         print(f"  {line}")

@@ -16,7 +16,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..reports import redecide_architectures_report, write_architectures_report
 from . import Parser, write_report
 
 
@@ -31,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
         "decided_from names them (give no study folders)",
     )
     args = parser.parse_args(argv)
+    from ..reports import redecide_architectures_report, write_architectures_report
+
     if args.redecide is not None:
         if args.studies:
             parser.error("--redecide reads the committed records: give no study folders with it")

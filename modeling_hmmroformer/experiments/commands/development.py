@@ -25,20 +25,14 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-import transformers
-from huggingface_hub import snapshot_download
-from tqdm.auto import tqdm
+from huggingface_hub import snapshot_download  # light (tests stand in for the Hub here)
 
-from hmm_datasets.corpus import checkpoint_corpus, open_corpus
-from hmm_datasets.files import build_folder
-
-from .. import names
-from ..analyses.yardsticks import check_same_corpus, check_unseen_split, corpus_yardsticks
-from ..figures.model import write_development
-from ..running.folders import kept_networks, place_networks, read_yardsticks, step_of, write_yardsticks
 from . import Parser, at_least, refuse
+
+if TYPE_CHECKING:
+    import torch
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,6 +54,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="the record's JSON (default: development.json beside the first folder)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)
+    import transformers
+    from tqdm.auto import tqdm
+
+    from hmm_datasets.corpus import checkpoint_corpus, open_corpus
+
+    from .. import names
+    from ..analyses.yardsticks import check_unseen_split
+    from ..figures.model import write_development
+    from ..running.folders import place_networks
+
     transformers.utils.logging.disable_progress_bar()
     try:
         if args.out is None and is_hub_checkpoint(args.checkpoints[0]):
@@ -84,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
 def listed(name: str) -> list[tuple[int, Path]]:
     """The checkpoints one `--checkpoints` entry names: a folder's checkpoints, by step, or the
     Hub revision `ORG/NAME@REVISION` (a one-line error where there are none)."""
+    from ..running.folders import kept_networks
+
     if is_hub_checkpoint(name):
         return [hub_revision(name)]
     folder = Path(name)
@@ -106,6 +112,8 @@ def is_hub_checkpoint(name: str) -> bool:
 def hub_revision(name: str) -> tuple[int, Path]:
     """The step and the downloaded folder of the Hub checkpoint `ORG/NAME@REVISION`, whose
     revision (a branch or tag) is named by its step."""
+    from ..running.folders import step_of
+
     repo_id, _, revision = name.partition("@")
     step = step_of(revision)
     if step is None:
@@ -119,6 +127,12 @@ def hub_revision(name: str) -> tuple[int, Path]:
 def yardsticks(corpus, folder: Path, rows: int, particles: int) -> tuple[dict, dict[str, torch.Tensor]]:
     """The yardsticks' facts and predictions: read from `folder` where it holds them for this
     corpus, else computed (`corpus_yardsticks`) and written there, whole or not at all."""
+    from hmm_datasets.files import build_folder
+
+    from .. import names
+    from ..analyses.yardsticks import check_same_corpus, corpus_yardsticks
+    from ..running.folders import read_yardsticks, write_yardsticks
+
     if (folder / names.YARDSTICKS_JSON).is_file():
         facts, tensors = read_yardsticks(folder)
         check_same_corpus(facts, corpus.config)

@@ -30,7 +30,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..reports import redecide_diversity_report, write_diversity_report
 from . import Parser, write_report
 
 
@@ -49,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
         "'<!-- <family> status: start/end -->' lines (default: none)",
     )
     args = parser.parse_args(argv)
+    from ..reports import redecide_diversity_report, write_diversity_report
+
     if args.redecide is not None:
         if args.studies:
             parser.error("--redecide reads the committed records: give no study folders with it")

@@ -14,16 +14,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import torch
-import transformers
-
-from hmm_datasets.corpus import checkpoint_corpus
-from model_cards.render import figure1_text
-from probing.architecture import check_causal_lm
-from probing.capture import checkpoint_folder, load_causal_lm
-
-from ..analyses.evaluation import figure1, load_evaluation_data
-from ..figures.model import write_figure1
 from . import Parser, at_least, refuse
 
 
@@ -37,6 +27,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="output folder (default: <model>/figure1)")
     parser.add_argument("--batch-size", type=at_least(1), default=64, help="rows a forward pass")
     args = parser.parse_args(argv)
+    import torch
+    import transformers
+
+    from hmm_datasets.corpus import checkpoint_corpus
+    from model_cards.render import figure1_text
+    from probing.architecture import check_causal_lm
+    from probing.capture import checkpoint_folder, load_causal_lm
+
+    from ..analyses.evaluation import figure1, load_evaluation_data
+    from ..figures.model import write_figure1
+
     transformers.utils.logging.disable_progress_bar()  # the weights load in a blink: no bar
     try:
         folder = checkpoint_folder(args.model)

@@ -15,10 +15,9 @@ import os
 import sys
 import time
 
-import hmm_datasets
+import hmm_datasets  # the presets --help lists (the builder's registration imports datasets)
 from hmm_datasets.names import TABLE_FILENAME
 
-from ..settings import parse_overrides
 from . import Parser, at_least, refuse
 
 
@@ -47,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
         "(docs/fields.md lists them)."
     )
     args, overrides = parser.parse_known_args(argv)
+    from ..settings import parse_overrides
+
     start = time.perf_counter()
     try:
         fields = parse_overrides(overrides, ("corpus",)).get("corpus", {})

@@ -15,17 +15,17 @@ import sys
 import time
 from pathlib import Path
 
-from hmm_datasets.files import write_json, write_text
-from hmm_datasets.lemma1_family import ObservabilityFamily, measure_family
-from model_cards.lemma1_report import render_lemma1_report
-
-from .. import names
-from ..figures.family import plot_rate_vs_gamma, plot_tv_by_level
 from . import Parser, at_least, refuse
 
 
 def write_lemma1_family(result: dict, folder: str | Path) -> dict[str, Path]:
     """`results.json`, `REPORT.md` and the two figures into `folder` (created); their paths."""
+    from hmm_datasets.files import write_json, write_text
+    from model_cards.lemma1_report import render_lemma1_report
+
+    from .. import names
+    from ..figures.family import plot_rate_vs_gamma, plot_tv_by_level
+
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     return {
@@ -46,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rank", type=at_least(1), help="transition rank d (default: full rank)")
     parser.add_argument("--seed", type=at_least(0), default=0, help="seed of the family and rows")
     args = parser.parse_args(argv)
+    from hmm_datasets.lemma1_family import ObservabilityFamily, measure_family
+    from model_cards.lemma1_report import render_lemma1_report
+
     start = time.perf_counter()
     try:
         config = ObservabilityFamily(hmms_per_level=args.hmms_per_level, rank=args.rank, seed=args.seed)

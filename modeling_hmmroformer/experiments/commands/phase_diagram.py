@@ -18,14 +18,6 @@ import json
 import sys
 from pathlib import Path
 
-from ..analyses.development import development_from_dict
-from ..figures.across import (
-    PHASE_DIAGRAM_FIGURE,
-    development_cells,
-    development_figure,
-    plot_cell_development,
-    plot_phase_diagram,
-)
 from . import Parser, refuse
 
 
@@ -36,6 +28,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", required=True, help="folder of the figures")
     args = parser.parse_args(argv)
+    from ..figures.across import (
+        PHASE_DIAGRAM_FIGURE,
+        development_cells,
+        development_figure,
+        plot_cell_development,
+        plot_phase_diagram,
+    )
+
     try:
         records = [read_record(Path(path)) for path in args.records]
     except (ValueError, OSError) as error:
@@ -52,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
 def read_record(path: Path) -> dict:
     """A development record (or a study model's record, which holds one, with the model's
     `depth`), its labels recomputed from its distances (`development_from_dict`)."""
+    from ..analyses.development import development_from_dict
+
     try:
         data = json.loads(path.read_text())
         depth = {"depth": data["depth"]} if data.get("development") else {}

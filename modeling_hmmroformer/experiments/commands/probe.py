@@ -21,19 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-import transformers
+from probing.config import ProbeConfig  # its fields are options: a module of dataclasses alone
 
-from hmm_datasets.corpus import checkpoint_corpus, open_corpus
-from model_cards.render import format_claims
-from probing.architecture import check_causal_lm
-from probing.capture import checkpoint_folder, load_causal_lm, untrained_twin
-from probing.config import ProbeConfig
-from probing.plots import write_probe_results
-from probing.run import run_probing
-from probing.summary import format_summary
-
-from ..analyses.summary import model_claims
-from ..settings import checkpoint_seed
 from . import Parser, refuse
 
 
@@ -55,6 +44,19 @@ def main(argv: list[str] | None = None) -> int:
         config, args = parser.parse_args_into_dataclasses(argv)
     except ValueError as error:  # a setting ProbeConfig refuses
         return refuse(error)
+    import transformers
+
+    from hmm_datasets.corpus import checkpoint_corpus, open_corpus
+    from model_cards.render import format_claims
+    from probing.architecture import check_causal_lm
+    from probing.capture import checkpoint_folder, load_causal_lm, untrained_twin
+    from probing.plots import write_probe_results
+    from probing.run import run_probing
+    from probing.summary import format_summary
+
+    from ..analyses.summary import model_claims
+    from ..settings import checkpoint_seed
+
     started = time.perf_counter()
     if args.quiet:  # transformers' own bar (loading weights) too
         transformers.utils.logging.disable_progress_bar()

@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 import sys
 
-from ..hub import HUB, format_plan, plan_dataset_upload, plan_model_upload, push_plan
 from . import Parser, refuse
 
 
@@ -52,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
         help="the Hub server (default: $HF_ENDPOINT, else https://huggingface.co)",
     )
     args = parser.parse_args(argv)
+    from ..hub import HUB, format_plan, plan_dataset_upload, plan_model_upload, push_plan
+
     args.endpoint = args.endpoint or os.environ.get("HF_ENDPOINT") or HUB
     if args.dataset and args.dataset_repo_id:
         parser.error("--dataset-repo-id goes with --model (it names the corpus in the model card)")

@@ -19,12 +19,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from model_cards.render import claim_line
-
-from ..running.pipeline import run_pipeline
-from ..running.plan import make_pipeline
-from ..running.reproduction_plan import REPRODUCE_STAGES, REPRODUCTION
-from ..settings import REPRODUCTIONS, get_settings, parse_overrides
+from ..running.plan import REPRODUCE_STAGES  # the presets and stages --help lists
+from ..settings import REPRODUCTIONS
 from . import Parser, at_least, print_outcome, refuse
 
 
@@ -48,6 +44,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args, overrides = parser.parse_known_args(argv)
+    from model_cards.render import claim_line
+
+    from ..running.pipeline import run_pipeline
+    from ..running.plan import make_pipeline
+    from ..running.reproduction_plan import REPRODUCTION
+    from ..settings import get_settings, parse_overrides
+
     out = Path(args.out or f"runs/reproduce-{args.preset}")
     try:
         settings = get_settings(args.preset, overrides=parse_overrides(overrides))

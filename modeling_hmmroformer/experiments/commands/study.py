@@ -25,12 +25,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from model_cards.render import claim_line
-
-from ..running.pipeline import run_pipeline
-from ..running.plan import make_pipeline
-from ..running.study_plan import STUDY
-from ..settings import PIPELINES, get_settings, parse_overrides
+from ..settings import PIPELINES  # the named pipelines --help lists
 from . import Parser, print_outcome, refuse
 
 
@@ -72,6 +67,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args, overrides = parser.parse_known_args(argv)
+    from ..running.pipeline import run_pipeline
+    from ..running.plan import make_pipeline
+    from ..running.study_plan import STUDY
+    from ..settings import get_settings, parse_overrides
+
     out = Path(args.out or f"runs/study-{args.study}")
     try:
         settings = get_settings(
@@ -91,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def depth_lines(results: dict) -> list[str]:
     """Per depth of a study's results: its place against Bayes, then its verdicts."""
+    from model_cards.render import claim_line
+
     lines = []
     for depth in results["depths"]:
         kl, agreement = depth["kl_bayes_model"]["mean"], depth["agreement"]["mean"]

@@ -13,12 +13,7 @@ from __future__ import annotations
 
 import sys
 
-import torch
-from accelerate import PartialState
-
-from ..fields import fields_reference
-from ..running.training import train
-from ..settings import load_run_config
+from ..fields import fields_reference  # the fields --help lists: TrainingArguments' and the corpus's
 from . import Parser, refuse
 
 
@@ -39,6 +34,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(
             "give the run config once: scripts/train.py configs/small.yaml (or --config configs/small.yaml)"
         )
+    import torch
+    from accelerate import PartialState
+
+    from ..running.training import train
+    from ..settings import load_run_config
+
     try:
         run = load_run_config(args.config or config_file, overrides)
         metrics = train(run, resume=args.resume)

@@ -24,11 +24,8 @@ import sys
 import time
 from pathlib import Path
 
-import hmm_datasets
-from hmm_datasets.corpus import open_corpus
-from hmm_datasets.files import write_json
+import hmm_datasets  # the presets --help lists (the builder's registration imports datasets)
 
-from ..analyses.yardsticks import check_same_corpus, check_unseen_split, yardstick_ladder
 from . import Parser, at_least, refuse
 
 
@@ -42,6 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--corpus-seed", type=at_least(0), help="the preset's seed, where the study set one")
     args = parser.parse_args(argv)
+    from hmm_datasets.files import write_json
+
+    from ..analyses.yardsticks import yardstick_ladder
+
     start = time.perf_counter()
     path = Path(args.yardsticks)
     try:
@@ -63,6 +64,10 @@ def matching_corpus(facts: dict, source: str, seed: int | None):
     """The corpus `source` names (a preset, with `seed` overriding its own, or a folder), opened
     only once its K, rows and unseen split match the yardsticks' `facts` (`check_same_corpus`):
     a preset's config is checked before its rows are generated."""
+    from hmm_datasets.corpus import open_corpus
+
+    from ..analyses.yardsticks import check_same_corpus, check_unseen_split
+
     if source in hmm_datasets.PRESETS:
         config = hmm_datasets.get_preset(source, **({} if seed is None else {"seed": seed}))
         check_same_corpus(facts, config)

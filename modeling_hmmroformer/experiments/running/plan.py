@@ -15,9 +15,11 @@ import torch
 from .. import names
 from ..settings import CONFIGS_DIR, RunConfig, Settings, fingerprint, flat_settings, pipeline_run_config
 from .engine import RunState
-from .training import kept_steps
 
 MODEL_STAGES = ("train", "evaluate", "probe", "memory", "knockout")
+# a reproduction's stages on a corpus without unseen tasks (`reproduction_plan` runs them), named
+# here, where `hmm-reproduce --help` reads them without importing the stages
+REPRODUCE_STAGES = ("corpus", *MODEL_STAGES, "model", "report")
 
 
 @dataclass(frozen=True)
@@ -227,6 +229,8 @@ def check_replaced_fields(settings: Settings, plan: Plan) -> None:
 
 def check_development_probes(settings: Settings, run: RunConfig) -> None:
     """Refuse, before anything is written, probed steps that training will not keep."""
+    from .training import kept_steps  # here: training imports the Trainer, and --help reads this module
+
     kept = kept_steps(run) if settings.development_probes else []
     outside = [step for step in settings.development_probes if step not in kept]
     if outside:

@@ -18,10 +18,9 @@ from model_cards.render import render_report, write_model_card
 from .. import names
 from .engine import RunState
 from .folders import summarize_model_folder
-from .plan import MODEL_STAGES, ModelRun, Pipeline, Plan
+from .plan import ModelRun, Pipeline, Plan
 from .stages import machine_description, model_runners, shared_runners, write_json_and_report
 
-REPRODUCE_STAGES = ("corpus", *MODEL_STAGES, "model", "report")  # on a corpus without unseen tasks
 MODEL_FILE_SUFFIXES = (".safetensors", ".json", ".py", ".yaml")  # what `model/` copies from training/
 
 

@@ -17,8 +17,8 @@ from model_cards.render import memory_equivalent_text
 from modeling_hmmroformer.experiments.analyses.claims import CLAIMS
 from modeling_hmmroformer.experiments.running import stages as stages_module
 from modeling_hmmroformer.experiments.running.pipeline import read_pipeline_state, run_pipeline
-from modeling_hmmroformer.experiments.running.plan import make_pipeline
-from modeling_hmmroformer.experiments.running.reproduction_plan import REPRODUCE_STAGES, REPRODUCTION
+from modeling_hmmroformer.experiments.running.plan import REPRODUCE_STAGES, make_pipeline
+from modeling_hmmroformer.experiments.running.reproduction_plan import REPRODUCTION
 from modeling_hmmroformer.experiments.settings import PIPELINES, REPRODUCTIONS, get_settings
 from probing import capture_hidden_states, load_hmm_roformer, sample_positions
 from tests.hmm_datasets.test_export import damage
