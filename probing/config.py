@@ -85,3 +85,30 @@ class ProbeConfig:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+@dataclass
+class PatchingConfig:
+    """Every setting of a patching run (`probing.patching.run_patching`, `scripts/patching.py`;
+    docs/patching.md), validated."""
+
+    num_tasks: int = _setting(16, "tasks whose fresh rows are patched (of the mixture's, drawn by seed)")
+    rows_per_task: int = _setting(16, "rows per task: a state donor is another row of the same task")
+    batch_size: int = _setting(64, "rows a forward pass")
+    seed: int = _setting(0, "seed of the tasks, rows, positions, donors and random donors")
+
+    def __post_init__(self) -> None:
+        for name in ("num_tasks", "rows_per_task", "batch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}={value!r} must be a positive integer.")
+        if self.num_tasks < 2 or self.rows_per_task < 2:
+            raise ValueError(
+                f"num_tasks={self.num_tasks} and rows_per_task={self.rows_per_task} must be at least 2: a task "
+                "donor is a row of another task, a state donor another row of the same task."
+            )
+        if self.seed < 0:
+            raise ValueError(f"seed={self.seed} must be >= 0.")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)

@@ -8,3 +8,5 @@ PROBE_FIGURES = {  # figure -> file name in a probing output folder (Figure 7: o
     "figure3b": "figure3b_previous_tokens.png",
 }
 FIGURE7_PATTERN = "figure7_attention_row{row}.png"
+PATCHING_JSON = "patching.json"  # scripts/patching.py's results
+PATCHING_FIGURE = "patching.png"  # and its figure

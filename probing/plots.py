@@ -217,3 +217,46 @@ def plot_rotary_knockout(result: dict, path: str | Path, untrained: dict | None 
         ax.set_title(f"rotary off in one layer: change of {title}")
         ax.legend(fontsize=8)
     return save_figure(fig, path)
+
+
+PATCHING_COLORS = {"task": "C0", "state": "C1"}
+
+
+def plot_patching(result: dict, path: Path) -> Path:
+    """Each site's share of the task donor's and the state donor's effect (`PatchingResult.to_dict`'s
+    form): the model (solid), its untrained twin (dashed, where run) and the random donor of the
+    task donor's norm (dotted grey); 0 at no move, 1 at the whole donor's move."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    sites = result["model"]["site_names"]
+    readings = [("model", "-", result["model"]), ("untrained twin", "--", result["control"])]
+    for name, line, reading in readings:
+        if reading is None:
+            continue
+        for kind, color in PATCHING_COLORS.items():
+            donor = reading["donors"][kind]
+            if donor["shares"]:
+                label = f"{name}: {kind} donor ({donor['pairs']} pairs, {donor['effect_nats']:.3f} nats)"
+                ax.plot(range(len(sites)), donor["shares"], line, color=color, marker="o", label=label)
+        random = reading["donors"]["task"]["random_shares"]
+        if random:
+            ax.plot(range(len(sites)), random, ":", color="0.5", label=f"{name}: random donor")
+    ax.axhline(0, color="grey", lw=0.6)
+    ax.axhline(1, color="grey", lw=0.6)
+    ax.set_xticks(range(len(sites)), sites, rotation=30, fontsize=8)
+    ax.set_ylabel("share of the donor's move towards\nits exact Bayes predictive")
+    ax.set_title("activation patching: where the task and the state are carried", fontsize=9)
+    ax.legend(fontsize=6)
+    return save_figure(fig, path)
+
+
+def write_patching_results(result, folder: Path) -> dict[str, Path]:
+    """`patching.json` and `patching.png` of a `PatchingResult` into `folder`."""
+    from hmm_datasets.files import write_json
+
+    from .names import PATCHING_FIGURE, PATCHING_JSON
+
+    folder.mkdir(parents=True, exist_ok=True)
+    data = result.to_dict()
+    json_path = write_json(folder / PATCHING_JSON, data)
+    return {"json": json_path, "figure": plot_patching(data, folder / PATCHING_FIGURE)}
