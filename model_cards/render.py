@@ -84,6 +84,63 @@ def model_index_results(summary: dict, dataset_type: str, dataset_name: str) -> 
     ]
 
 
+def placement_results(placement: dict | None, dataset_type: str) -> list[EvalResult]:
+    """A kept network's place on the in-context ladder (`render_kept_network_card`'s
+    `placement`) as `model-index` entries: per split, its KL from the split's reference, the best
+    rung's, its top-1 accuracy and the learner it is nearest; across the splits, the gate (infers,
+    retrieves or below the ladder). None where it was not placed: nothing is measured here."""
+    if placement is None:
+        return []
+    corpus = f"hmm_mixture {placement['corpus']}"
+    results = []
+    for split in placement["splits"]:
+        values = [
+            ("kl_divergence", f"KL({split['reference']} || network), nats/token", round(split["kl"], 4)),
+            (
+                "kl_divergence",
+                f"KL({split['reference']} || best in-context rung, {split['best_rung']}), nats/token",
+                round(split["best_rung_kl"], 4),
+            ),
+            ("accuracy", "Top-1 accuracy", round(split["accuracy"], 4)),
+            ("learner", "Nearest learner (a rung of the ladder, retrieval or inference)", split["label"]),
+        ]
+        results += [
+            EvalResult(
+                task_type="text-generation",
+                task_name="In-context next-token prediction",
+                dataset_type=dataset_type,
+                dataset_name=f"{corpus}, {split['title']}",
+                dataset_split=split["split"],
+                metric_type=metric_type,
+                metric_name=name,
+                metric_value=value,
+            )
+            for metric_type, name, value in values
+        ]
+    titles = " and ".join(split["title"] for split in placement["splits"])
+    results.append(
+        EvalResult(
+            task_type="text-generation",
+            task_name="In-context next-token prediction",
+            dataset_type=dataset_type,
+            dataset_name=f"{corpus}, {titles}",
+            metric_type="learner",
+            metric_name="Learner on the ladder (infers, retrieves or below the ladder)",
+            metric_value=placement["learner"],
+        )
+    )
+    return results
+
+
+def model_title(summary: dict) -> str:
+    """The model's name in its card: architecture, sizes, corpus."""
+    model = summary["model"]
+    architecture = model.get("model_type") or "hmm_roformer"
+    architecture = "HMMRoFormer" if architecture == "hmm_roformer" else architecture
+    corpus_name = (summary["corpus"] or {}).get("name", "unknown corpus")
+    return f"{architecture} {model['num_hidden_layers']} layers, hidden {model['hidden_size']}, on hmm_mixture {corpus_name}"
+
+
 def render_model_card(
     summary: dict,
     *,
@@ -96,36 +153,61 @@ def render_model_card(
     Its snippets load `repo_id` when given, else `location` (the folder as users reach it);
     `dataset_repo_id` names the corpus on the Hub in the metadata and the commands.
     """
+    corpus_name = (summary["corpus"] or {}).get("name", "unknown corpus")
+    results = model_index_results(summary, dataset_repo_id or "hmm_mixture", f"hmm_mixture {corpus_name}")
+    return _model_card(summary, model_title(summary), results, location, repo_id, dataset_repo_id)
+
+
+def render_kept_network_card(
+    summary: dict, *, kept: dict, repo_id: str, dataset_repo_id: str | None = None
+) -> ModelCard:
+    """The card of a network kept over training, for its revision of the repo `repo_id`.
+
+    `summary`: its folder summarized, as a model folder's is; `kept`: `step`, `revision` (its
+    branch), `tokens` (training token positions at that step, None where unknown), `placement`
+    (its place on the in-context ladder from the run's development record: `corpus`, `learner`
+    and `splits`, each with `split`, `title`, `reference`, `kl`, `best_rung`, `best_rung_kl`,
+    `past_ladder`, `label`, `accuracy`; None where no record placed it) and `unplaced` (why not).
+    Its snippets load that revision; its `model-index` is `placement_results`.
+    """
+    title = f"{model_title(summary)}, training step {kept['step']}"
+    results = placement_results(kept["placement"], dataset_repo_id or "hmm_mixture")
+    return _model_card(summary, title, results, repo_id, repo_id, dataset_repo_id, kept=kept)
+
+
+def _model_card(
+    summary: dict,
+    title: str,
+    results: list[EvalResult],
+    location: str,
+    repo_id: str | None,
+    dataset_repo_id: str | None,
+    kept: dict | None = None,
+) -> ModelCard:
+    """`model_card.md` rendered: metadata with `results` as its `model-index`, snippets that load
+    `repo_id` (else `location`), at the kept network's revision where `kept` is given."""
     corpus = summary["corpus"] or {}
-    corpus_name = corpus.get("name", "unknown corpus")
-    model = summary["model"]
-    architecture = model.get("model_type") or "hmm_roformer"
-    architecture = "HMMRoFormer" if architecture == "hmm_roformer" else architecture
-    name = f"{architecture} {model['num_hidden_layers']} layers, hidden {model['hidden_size']}, on hmm_mixture {corpus_name}"
     card_data = ModelCardData(
-        model_name=name,
+        model_name=title,
         library_name="transformers",
         license="apache-2.0",
         pipeline_tag="text-generation",
         tags=["hmm-roformer", "roformer", "hidden-markov-model", "in-context-learning", "arxiv:2506.01919"],
         datasets=[dataset_repo_id] if dataset_repo_id else None,
-        eval_results=model_index_results(
-            summary, dataset_repo_id or "hmm_mixture", f"hmm_mixture {corpus_name}"
-        )
-        or None,
+        eval_results=results or None,
     )
     return ModelCard.from_template(
         card_data,
         template_path=str(MODEL_CARD_TEMPLATE),
         marker=MODEL_CARD_MARKER,
-        title=name,
+        title=title,
         location=repo_id or location,
         repo_id=repo_id,
         summary=summary,
         results_section=render_results_section(summary),
         corpus=corpus,
         corpus_json=json.dumps(corpus, indent=2, sort_keys=True) if corpus else None,
-        data_argument=dataset_repo_id or (corpus_name if corpus else "<corpus>"),
+        data_argument=dataset_repo_id or (corpus.get("name", "unknown corpus") if corpus else "<corpus>"),
         dataset_repo_id=dataset_repo_id,
         run_config_yaml=yaml.safe_dump(summary["run_config"], sort_keys=False)
         if summary["run_config"]
@@ -133,6 +215,8 @@ def render_model_card(
         training_line=training_line(summary),
         on_hub=repo_id is not None,
         citation=CITATION,
+        kept=kept,
+        revision_argument=f', revision="{kept["revision"]}"' if kept else "",
     )
 
 

@@ -9,8 +9,8 @@ It answers the routes the real `huggingface_hub` client (with `HF_HUB_DISABLE_XE
 LFS), `transformers` and `datasets` call, and is honest where a fake would lie: the sha256 of
 every LFS upload is checked against its pointer, a commit naming a blob that was never
 uploaded is refused, `parentCommit` is checked when given, every commit is kept (revisions
-resolve), the private flag is kept, README front matter is parsed in `validate-yaml`, and an
-unknown route is a 404 that names it. Errors carry `X-Error-Code` (`RepoNotFound`,
+resolve), the branches are listed as the Hub lists refs, the private flag is kept, README
+front matter is parsed in `validate-yaml`, and an unknown route is a 404 that names it. Errors carry `X-Error-Code` (`RepoNotFound`,
 `RevisionNotFound`, `EntryNotFound`) so the client raises its own typed exceptions.
 
 State lives under `--root`: `blobs/<sha256>` (file contents) and `repos.json` (repos, commits,
@@ -249,6 +249,20 @@ class Handler(BaseHTTPRequestHandler):
             },
         )
 
+    def refs(self, query, kind, repo) -> None:
+        """The repo's branches, as the Hub lists them (this server keeps no tags or converts;
+        pull requests only when `include_prs` asks for them, and it has none)."""
+        repo_type, repo_id = self.repo_args(kind, repo)
+        record = self.store.repo(repo_type, repo_id)
+        branches = [
+            {"name": name, "ref": f"refs/heads/{name}", "targetCommit": oid}
+            for name, oid in sorted(record["refs"].items())
+        ]
+        answer = {"branches": branches, "converts": [], "tags": []}
+        if query.get("include_prs"):
+            answer["pullRequests"] = []
+        self.send(200, answer)
+
     def tree(self, query, kind, repo, rev, path="") -> None:
         repo_type, repo_id = self.repo_args(kind, repo)
         commit = self.store.commit(self.store.repo(repo_type, repo_id), rev)
@@ -435,6 +449,7 @@ ROUTES = [
     ("POST", r"/api/validate-yaml", Handler.validate_yaml),
     ("GET", API, Handler.repo_info),
     ("GET", API + "/revision/" + REV, Handler.repo_info),
+    ("GET", API + "/refs", Handler.refs),
     ("GET", API + "/tree/" + REV + r"(?:/(?P<path>.+))?", Handler.tree),
     ("POST", API + "/paths-info/" + REV, Handler.paths_info),
     ("POST", API + "/preupload/" + REV, Handler.preupload),

@@ -16,6 +16,7 @@ from model_cards.render import (
     ladder_text,
     model_index_results,
     probe_cell_text,
+    render_kept_network_card,
     render_model_card,
     render_report,
     render_results_section,
@@ -99,6 +100,63 @@ def test_a_summary_without_results_gets_a_card_that_says_so(summary, tmp_path):
     card = ModelCard.load(path)
     assert "Not measured yet" in card.text and card.data.eval_results is None
     assert str(tmp_path) in card.text  # the snippets load the folder itself
+
+
+PLACEMENT = {
+    "corpus": "tiny",
+    "learner": "retrieves",
+    "splits": [
+        {"split": "test", "title": "seen tasks", "reference": "mixture Bayes", "kl": 0.12345, "best_rung": "bigram",
+         "best_rung_kl": 0.2, "past_ladder": True, "label": "retrieval", "accuracy": 0.61},
+        {"split": "test_unseen", "title": "unseen tasks", "reference": "oracle", "kl": 0.4, "best_rung": "PPM-C",
+         "best_rung_kl": 0.35, "past_ladder": False, "label": "bigram", "accuracy": 0.42},
+    ],
+}  # fmt: skip
+
+
+def kept_card(summary, placement) -> ModelCard:
+    kept = {
+        "step": 52,
+        "revision": "step-52",
+        "tokens": 1000,
+        "placement": placement,
+        "unplaced": "no record",
+    }
+    card = render_kept_network_card(summary, kept=kept, repo_id="org/model", dataset_repo_id="org/data")
+    return ModelCard(str(card))  # the YAML header parses back
+
+
+def test_a_kept_networks_card_carries_its_place_per_split_and_loads_its_revision(summary):
+    card = kept_card(summary, PLACEMENT)
+    results = {(r.dataset_split, r.metric_name): r.metric_value for r in card.data.eval_results}
+    for split in PLACEMENT["splits"]:
+        reference = split["reference"]
+        assert results[(split["split"], f"KL({reference} || network), nats/token")] == round(split["kl"], 4)
+        rung = f"KL({reference} || best in-context rung, {split['best_rung']}), nats/token"
+        assert results[(split["split"], rung)] == split["best_rung_kl"]
+        assert results[(split["split"], "Top-1 accuracy")] == split["accuracy"]
+        assert (
+            results[(split["split"], "Nearest learner (a rung of the ladder, retrieval or inference)")]
+            == (split["label"])
+        )
+    assert results[(None, "Learner on the ladder (infers, retrieves or below the ladder)")] == "retrieves"
+    assert len(results) == 4 * len(PLACEMENT["splits"]) + 1
+    assert 'from_pretrained("org/model", revision="step-52", trust_remote_code=True)' in card.text
+    assert (
+        "| unseen tasks (`test_unseen`) | oracle | 0.4000 | PPM-C | 0.3500 | no | bigram | 0.4200 |"
+        in card.text
+    )
+    assert (
+        "hmm-development --checkpoints org/model@step-52" in card.text
+        and "scripts/figure1.py" not in card.text
+    )
+
+
+def test_a_kept_network_no_record_placed_has_no_model_index_and_says_why(summary):
+    card = kept_card(summary, None)
+    assert card.data.eval_results is None and "model-index" not in str(card)
+    assert "Not placed on the in-context ladder: no record, so this card gives no number of it." in card.text
+    assert "1,000 training token positions" in card.text
 
 
 def test_the_training_line_says_what_ran(summary):

@@ -15,9 +15,12 @@ a folder that already holds them for the same corpus is read instead. Writes dev
 and development.png beside it, and prints a table.
 
 Checkpoints on the Hub: ORG/NAME@REVISION, each revision a branch or tag named by its step
-(`step-500`, `checkpoint-500`, Pythia's `step500`), downloaded into the Hub cache:
+(`step-500`, `checkpoint-500`, Pythia's `step500`), downloaded into the Hub cache; ORG/NAME
+alone (a repo id that is no folder here) reads every branch and tag of the repo named by its
+step, in step order, as if each had been named (`hmm-push-to-hub --kept-networks` makes them):
 
     hmm-development --checkpoints ORG/NAME@step-0 ORG/NAME@step-500 ORG/NAME@step-4096 --out dev.json
+    hmm-development --checkpoints ORG/NAME --out dev.json
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         "--checkpoints",
         nargs="+",
         required=True,
-        help="folders of checkpoints, checkpoints, or ORG/NAME@step-<N>",
+        help="folders of checkpoints, checkpoints, ORG/NAME@step-<N>, or ORG/NAME (its every step-<N>)",
     )
     parser.add_argument(
         "--data", help="corpus preset, folder or Hub dataset id (default: the checkpoints' corpus)"
@@ -66,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
 
     transformers.utils.logging.disable_progress_bar()
     try:
-        if args.out is None and is_hub_checkpoint(args.checkpoints[0]):
+        if args.out is None and (is_hub_checkpoint(args.checkpoints[0]) or is_hub_repo(args.checkpoints[0])):
             raise ValueError("--out is required when --checkpoints names Hub checkpoints")
         networks = sorted(network for name in args.checkpoints for network in listed(name))
         out = Path(args.out) if args.out else Path(args.checkpoints[0]).parent / names.DEVELOPMENT_JSON
@@ -86,15 +89,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def listed(name: str) -> list[tuple[int, Path]]:
-    """The checkpoints one `--checkpoints` entry names: a folder's checkpoints, by step, or the
-    Hub revision `ORG/NAME@REVISION` (a one-line error where there are none)."""
+    """The checkpoints one `--checkpoints` entry names: a folder's checkpoints, by step, the Hub
+    revision `ORG/NAME@REVISION`, or every revision of the Hub repo `ORG/NAME` named by its step
+    (a one-line error where there are none)."""
     from ..running.folders import kept_networks
 
     if is_hub_checkpoint(name):
         return [hub_revision(name)]
+    if is_hub_repo(name):
+        return hub_revisions(name)
     folder = Path(name)
     if not folder.is_dir():
-        raise ValueError(f"--checkpoints {folder}: no such folder (a Hub checkpoint: ORG/NAME@step-<N>).")
+        raise ValueError(
+            f"--checkpoints {folder}: no such folder (a Hub checkpoint: ORG/NAME@step-<N>, or ORG/NAME)."
+        )
     found = kept_networks(folder)
     if not found:
         raise ValueError(
@@ -107,6 +115,20 @@ def listed(name: str) -> list[tuple[int, Path]]:
 def is_hub_checkpoint(name: str) -> bool:
     """Whether a `--checkpoints` entry names a Hub revision (`ORG/NAME@REVISION`), not a folder."""
     return "@" in name and not Path(name).exists()
+
+
+def is_hub_repo(name: str) -> bool:
+    """Whether a `--checkpoints` entry names a Hub repo (`ORG/NAME`, as the Hub spells repo ids)
+    that is no folder here."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    if "@" in name or name.count("/") != 1 or Path(name).exists():
+        return False
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return True
 
 
 def hub_revision(name: str) -> tuple[int, Path]:
@@ -122,6 +144,41 @@ def hub_revision(name: str) -> tuple[int, Path]:
             "step (ORG/NAME@step-500, @checkpoint-500)."
         )
     return step, Path(snapshot_download(repo_id, revision=revision))
+
+
+def hub_revisions(repo_id: str) -> list[tuple[int, Path]]:
+    """Every revision of the Hub repo `repo_id` named by its step (its branches and tags, as
+    `HfApi.list_repo_refs` lists them), in step order, each read as `ORG/NAME@REVISION` is
+    (`hub_revision`). A one-line error where the Hub lists none, or two names for one step."""
+    from huggingface_hub import HfApi
+
+    from ..running.folders import step_of
+
+    try:
+        refs = HfApi().list_repo_refs(repo_id)
+    except OSError as error:  # the Hub's errors: no such repo, no access, offline
+        reason = " ".join(str(error).split())
+        raise ValueError(
+            f"--checkpoints {repo_id}: no such folder here, and the Hub lists no revisions of it "
+            f"({type(error).__name__}: {reason})."
+        ) from None
+    by_step: dict[int, set[str]] = {}
+    for ref in [*refs.branches, *refs.tags]:
+        step = step_of(ref.name)
+        if step is not None:
+            by_step.setdefault(step, set()).add(ref.name)
+    if not by_step:
+        raise ValueError(
+            f"--checkpoints {repo_id}: none of its branches and tags is named by a step (step-<N>): push "
+            "a model's kept networks with hmm-push-to-hub --kept-networks, or name revisions (ORG/NAME@REV)."
+        )
+    twice = {step: sorted(named) for step, named in by_step.items() if len(named) > 1}
+    if twice:
+        raise ValueError(
+            f"--checkpoints {repo_id}: steps named by more than one revision ({twice}): name the revisions "
+            "to read (ORG/NAME@REVISION)."
+        )
+    return [hub_revision(f"{repo_id}@{ref}") for step, (ref,) in sorted(by_step.items())]
 
 
 def yardsticks(corpus, folder: Path, rows: int, particles: int) -> tuple[dict, dict[str, torch.Tensor]]:

@@ -4,23 +4,41 @@
     python scripts/push_to_hub.py --model runs/reproduce-small/model --repo-id ORG/hmm-roformer-small \\
         --dataset-repo-id ORG/hmm-mixture-small
     python scripts/push_to_hub.py --dataset runs/reproduce-small/corpus --repo-id ORG/hmm-mixture-small --private
+    python scripts/push_to_hub.py --model runs/study/models/depth4-seed0/training --repo-id ORG/hmm-roformer-d4 \\
+        --kept-networks
 
 --model uploads the weights (safetensors), the two model code files, config.json with its
 auto_map, the corpus and run configs, the HMM parameters, the figures and results, and the
 model card rendered for the repo; checkpoints, logs and pickled training state stay home.
 --dataset uploads the Parquet shards, the HMM parameters, the config and the dataset card.
 --revision puts the commit on a branch (made from main where it is new; a failed upload may
-leave that new branch behind, at main's head): the networks a run keeps over training
-(training/development/step-<N>) each to its step's branch. --dry-run prints what would go
-where, with sizes, and touches no network. Log in first
-with `hf auth login` (or set HF_TOKEN). The files go up in one commit through
-`huggingface_hub` (create_repo, create_commit): a failed upload changes no file of the repo.
+leave that new branch behind, at main's head).
+
+--kept-networks pushes the model to main, then every network its training kept
+(`run.checkpoints`: step-<N>/ in the model's development/, or in training/development/ beside
+a reproduction's model/) to its own branch step-<N>, made from main where it is new and left
+holding that network's files only: weights, code, configs with the auto_map, the HMM
+parameters, and its own card, whose model-index carries its place on the in-context ladder
+(per split its KL from the split's reference, the best rung's, the learner it is nearest, its
+top-1 accuracy; and the gate) where a development record placed it: --development FILE, else
+the model folder's development/development.json or record.json (the pipeline's), else
+development.json beside the kept networks (hmm-development's default --out). Without one, each
+card says the network was not placed and its model-index is empty. `hmm-development
+--checkpoints ORG/NAME` reads every step-<N> revision back. A model without kept networks, or a
+kept network that would not load, is refused before anything is sent; a failed upload says
+which revisions went up.
+
+--dry-run prints what would go where (every revision's, with --kept-networks), with sizes, and
+touches no network. Log in first with `hf auth login` (or set HF_TOKEN). The files of a revision
+go up in one commit through `huggingface_hub` (create_repo, create_commit): a failed upload
+changes no file of that revision.
 --endpoint (default: $HF_ENDPOINT, else the Hub) sends them to another Hub server, such as
 the test suite's `tests/hub_server.py`.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
@@ -44,6 +62,17 @@ def main(argv: list[str] | None = None) -> int:
         "to its step's (step-500), where `hmm-development --checkpoints ORG/NAME@step-500` reads it "
         "(default: main)",
     )
+    parser.add_argument(
+        "--kept-networks",
+        action="store_true",
+        help="with --model: after the model (to main), every network its training kept, each to its branch "
+        "step-<N> with its card and its place on the ladder",
+    )
+    parser.add_argument(
+        "--development",
+        help="with --kept-networks: the development record that placed them (development.json, or a study "
+        "model's record.json; default: found beside the model, see above)",
+    )
     parser.add_argument("--private", action="store_true", help="create the repo private")
     parser.add_argument("--dry-run", action="store_true", help="print the planned upload; no network")
     parser.add_argument(
@@ -51,11 +80,21 @@ def main(argv: list[str] | None = None) -> int:
         help="the Hub server (default: $HF_ENDPOINT, else https://huggingface.co)",
     )
     args = parser.parse_args(argv)
+    if args.dataset and args.dataset_repo_id:
+        parser.error("--dataset-repo-id goes with --model (it names the corpus in the model card)")
+    if args.kept_networks and not args.model:
+        parser.error("--kept-networks goes with --model (a model's networks kept over training)")
+    if args.kept_networks and args.revision:
+        parser.error(
+            "--kept-networks pushes the model to main and each kept network to its step-<N>: drop --revision"
+        )
+    if args.development and not args.kept_networks:
+        parser.error("--development goes with --kept-networks (the record that placed the kept networks)")
     from ..hub import HUB, format_plan, plan_dataset_upload, plan_model_upload, push_plan
 
     args.endpoint = args.endpoint or os.environ.get("HF_ENDPOINT") or HUB
-    if args.dataset and args.dataset_repo_id:
-        parser.error("--dataset-repo-id goes with --model (it names the corpus in the model card)")
+    if args.kept_networks:
+        return push_kept_networks(args)
     try:
         if args.model:
             plan = plan_model_upload(
@@ -80,6 +119,43 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     print(f"uploaded: {url}")
+    return 0
+
+
+def push_kept_networks(args: argparse.Namespace) -> int:
+    """`--kept-networks`: the model and every network its training kept, each revision planned
+    and checked before any is sent, then sent in order (`hub.push_revisions`)."""
+    from ..hub import PartialUpload, format_revisions, plan_model_revisions, push_revisions
+
+    try:
+        revisions = plan_model_revisions(
+            args.model,
+            args.repo_id,
+            private=args.private,
+            dataset_repo_id=args.dataset_repo_id,
+            development=args.development,
+        )
+    except ValueError as error:
+        return refuse(error)
+    print(format_revisions(revisions, args.endpoint))
+    if args.dry_run:
+        print("dry run: nothing was uploaded")
+        return 0
+    try:
+        urls = push_revisions(revisions, args.endpoint)
+    except PartialUpload as upload:
+        error = upload.__cause__
+        reason = " ".join(str(error).split())  # one line: the client's messages span several
+        left_behind = "" if upload.failed == "main" else " (a new branch may be left behind, at main's head)"
+        print(
+            f"error: the upload to {args.repo_id} at {args.endpoint} failed at {upload.failed}, which was not "
+            f"published{left_behind}; went up: {', '.join(upload.done) or 'none'}; not sent: "
+            f"{', '.join(upload.left) or 'none'} ({type(error).__name__}: {reason})",
+            file=sys.stderr,
+        )
+        return 1
+    for revision, url in zip(revisions, urls, strict=True):
+        print(f"uploaded {revision.revision}: {url}")
     return 0
 
 

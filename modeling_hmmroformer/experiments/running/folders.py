@@ -29,7 +29,7 @@ from probing.results import ProbeResults
 from probing.summary import summarize_probe_results
 
 from .. import names
-from ..analyses.development import Development, NetworkPlace, place_network
+from ..analyses.development import Development, NetworkPlace, development_from_dict, place_network
 from ..analyses.evaluation import Figure1Result, model_next_token_probs
 from ..analyses.record import ModelAnalyses
 from ..analyses.summary import belief_table, model_claims, summarize_figure1, summarize_memory
@@ -121,6 +121,27 @@ def place_networks(
             )
         development.networks.append(NetworkPlace(step, tokens_at(folder, step), places))
     return development
+
+
+def read_development_record(path: Path) -> Development:
+    """The development record in the file `path`: a `development.json` (`hmm-development`, a
+    model's development stage) or a study model's `record.json`, which holds one under
+    "development"; its labels recomputed from its distances (`development_from_dict`). A
+    `ValueError` naming the file where it holds none."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise ValueError(f"the development record {path} cannot be read ({error}).") from None
+    record = data.get("development", data) if isinstance(data, dict) else data
+    if record is None:
+        raise ValueError(f"{path} holds no development record: its model kept no networks over training.")
+    try:
+        return development_from_dict(record)
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise ValueError(
+            f"{path} is not a development record (development.json of hmm-development, or a study "
+            f"model's record.json with its development; {type(error).__name__}: {error})."
+        ) from None
 
 
 # ---- a model folder's analyses, for its record ---------------------------------------------------

@@ -117,26 +117,7 @@ def test_step_of_reads_the_names_checkpoints_carry():
     assert step_of("model") is None and step_of("step-5-old") is None
 
 
-# ---- the development record of a tiny model -----------------------------------------------
-@pytest.fixture(scope="module")
-def tiny_development(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("development")
-    run = tiny_run(folder, *LEARNS)
-    train(run)
-    out = folder / "development.json"
-    status = command.main(
-        [
-            "--checkpoints", str(run.output_dir / names.DEVELOPMENT),
-            "--rows", "32",
-            "--prior-particles", "256",
-            "--out", str(out),
-            "--quiet",
-        ]
-    )  # fmt: skip
-    assert status == 0
-    return json.loads(out.read_text()), out
-
-
+# ---- the development record of a tiny model (`tiny_development`: conftest.py) -----------------
 def test_the_first_network_is_below_the_unigram_rung_and_the_last_above(tiny_development):
     record, out = tiny_development
     assert [n["step"] for n in record["networks"]] == checkpoint_schedule(120, 5, 10)
@@ -441,9 +422,46 @@ def test_hub_revisions_named_by_their_step_are_read_as_the_folders_are(
     [
         (["org/tiny@main", "--out", "x.json"], "the revision 'main' names no step"),
         (["org/tiny@step-5"], "--out is required when --checkpoints names Hub checkpoints"),
+        (["org/tiny"], "--out is required when --checkpoints names Hub checkpoints"),  # its every step
         (["no/such/step-5"], "--checkpoints no/such/step-5: no such folder"),  # a folder, not the Hub
     ],
 )
 def test_a_hub_checkpoint_without_a_step_or_an_out_is_one_line(checkpoints, message, capsys):
     assert command.main(["--checkpoints", *checkpoints]) == 2
     assert message in capsys.readouterr().err
+
+
+def refs_of(*names):
+    from huggingface_hub.hf_api import GitRefInfo, GitRefs
+
+    branches = [GitRefInfo(name=name, ref=f"refs/heads/{name}", target_commit="0" * 40) for name in names]
+    return GitRefs(branches=branches, converts=[], tags=[])
+
+
+@pytest.mark.parametrize(
+    ("refs", "message"),
+    [
+        (refs_of("main", "v1"), "none of its branches and tags is named by a step"),
+        (refs_of("main", "step-5", "checkpoint-5"), "steps named by more than one revision"),
+    ],
+)
+def test_a_hub_repo_without_one_revision_per_step_is_one_line(refs, message, monkeypatch, capsys):
+    from huggingface_hub import HfApi
+
+    monkeypatch.setattr(HfApi, "list_repo_refs", lambda self, repo_id: refs)
+    assert command.main(["--checkpoints", "org/tiny", "--out", "x.json"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --checkpoints org/tiny: ") and err.count("\n") == 1 and message in err
+
+
+def test_a_hub_repos_step_revisions_are_read_in_step_order(monkeypatch):
+    from huggingface_hub import HfApi
+
+    monkeypatch.setattr(HfApi, "list_repo_refs", lambda self, repo_id: refs_of("step-120", "main", "step-10"))
+    monkeypatch.setattr(command, "snapshot_download", lambda repo_id, revision: f"/hub/{repo_id}/{revision}")
+    assert command.listed("org/tiny") == [
+        (10, Path("/hub/org/tiny/step-10")),
+        (120, Path("/hub/org/tiny/step-120")),
+    ]
+    assert command.is_hub_repo("org/tiny") and not command.is_hub_repo("org/tiny@step-5")
+    assert not command.is_hub_repo("no/such/step-5") and not command.is_hub_repo("bad name/x")

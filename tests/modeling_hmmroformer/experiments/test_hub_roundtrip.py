@@ -401,3 +401,266 @@ def test_a_server_fault_is_one_error_line_and_leaves_the_repo_as_it_was(
     assert len(errors) == 1 and "no new revision was published" in errors[0], done.stderr[-2000:]
     assert stored_head(root, f"dataset:{CORPUS}") == before
     assert not list((root / "blobs").glob("*.partial"))  # no half-written blob either
+
+
+# ---- the networks kept over training, each on its branch (`--kept-networks`) --------------------
+KEPT = "org/hmm-roformer-kept"
+
+
+@pytest.fixture(scope="module")
+def kept_model(tiny_development, tmp_path_factory) -> tuple[Path, dict]:
+    """The tiny model of `tiny_development` laid out as a pipeline's model folder: its training
+    in training/ (the kept networks in training/development/step-<N>/, the Trainer's checkpoints
+    left out) and its development record in development/development.json: (the training folder,
+    the record)."""
+    record, out = tiny_development
+    model = tmp_path_factory.mktemp("kept") / "model"
+    skip = shutil.ignore_patterns("checkpoint-*", "runs")
+    shutil.copytree(Path(record["source"]).parent, model / "training", ignore=skip)
+    (model / "development").mkdir()
+    shutil.copy2(out, model / "development" / "development.json")
+    return model / "training", record
+
+
+def kept_folders(training: Path) -> dict[int, Path]:
+    from modeling_hmmroformer.experiments.running.folders import kept_networks
+
+    return dict(kept_networks(training / "development"))
+
+
+@pytest.fixture(scope="module")
+def kept_published(hub, kept_model, tmp_path_factory) -> str:
+    """The kept model and its networks pushed by the script with --kept-networks: its stdout."""
+    training, _ = kept_model
+    folder = tmp_path_factory.mktemp("push-kept")
+    push = ["--model", str(training), "--repo-id", KEPT, "--kept-networks"]
+    return checked(run_client_script(hub, folder, "push_to_hub.py", *push))
+
+
+def test_every_kept_network_goes_to_its_own_branch_holding_its_files_only(hub, kept_model, kept_published):
+    from modeling_hmmroformer.experiments.hub import plan_model_revisions
+
+    training, _ = kept_model
+    kept = kept_folders(training)
+    record = json.loads((hub.root / "repos.json").read_text())[f"model:{KEPT}"]
+    assert sorted(record["refs"]) == sorted(["main", *(f"step-{step}" for step in kept)])
+    revisions = plan_model_revisions(training, KEPT)
+    assert [r.revision for r in revisions] == ["main", *(f"step-{step}" for step in sorted(kept))]
+    for revision in revisions:
+        files = record["commits"][record["refs"][revision.revision]]["files"]
+        assert sorted(files) == [planned.path_in_repo for planned in revision.plan.files], revision.revision
+        for planned in revision.plan.files:
+            content = planned.content if planned.content is not None else planned.source.read_bytes()
+            assert files[planned.path_in_repo]["sha256"] == hashlib.sha256(content).hexdigest()
+        assert f"uploaded {revision.revision}: {hub.url}/{KEPT}/commit/" in kept_published
+    main = record["commits"][record["refs"]["main"]]["files"]
+    assert "train_results.json" in main and not [path for path in main if path.startswith("development/")]
+    for step, folder in kept.items():
+        files = record["commits"][record["refs"][f"step-{step}"]]["files"]
+        weights = hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
+        assert files["model.safetensors"]["sha256"] == weights
+        assert "train_results.json" not in files  # main's files do not stay on a branch made from it
+        assert files["hmm_params.safetensors"]["sha256"] == main["hmm_params.safetensors"]["sha256"]
+
+
+def test_each_revision_reloads_its_networks_weights_and_its_card_carries_its_place(
+    hub, kept_model, kept_published, tmp_path
+):
+    from modeling_hmmroformer.experiments.analyses.development import development_from_dict
+
+    training, record = kept_model
+    kept = {step: str(folder / "model.safetensors") for step, folder in kept_folders(training).items()}
+    source = f"""
+        import json, torch
+        from huggingface_hub import ModelCard, hf_hub_download
+        from safetensors.torch import load_file
+        from transformers import AutoModelForCausalLM
+        report = {{}}
+        for step, weights in {kept!r}.items():
+            revision = f"step-{{step}}"
+            lm = AutoModelForCausalLM.from_pretrained("{KEPT}", revision=revision, trust_remote_code=True)
+            state, saved = lm.state_dict(), load_file(weights)
+            card = ModelCard.load(hf_hub_download("{KEPT}", "README.md", revision=revision))
+            report[step] = {{
+                "class": type(lm).__name__,
+                "unknown": sorted(set(saved) - set(state)),
+                "equal": all(torch.equal(state[name], tensor) for name, tensor in saved.items() if name in state),
+                "results": [[r.dataset_split, r.metric_type, r.metric_name, r.metric_value]
+                            for r in card.data.eval_results or []],
+                "text": card.text,
+            }}
+        print(json.dumps(report))
+    """
+    report = json.loads(checked(run_client(hub, tmp_path, source, plugin=False)).splitlines()[-1])
+    places = {network.step: network for network in development_from_dict(record).networks}
+    assert sorted(map(int, report)) == sorted(kept) == sorted(places)
+    for step, read in report.items():
+        assert read["class"] == "HMMRoFormerForCausalLM" and read["equal"] and not read["unknown"], step
+        network = places[int(step)]
+        results = {(split, name): value for split, _, name, value in read["results"]}
+        for split, place in network.splits.items():
+            reference = {"mixture": "mixture Bayes", "oracle": "oracle"}[place.reference]
+            ours = results[(split, f"KL({reference} || network), nats/token")]
+            assert ours == round(place.distances[place.reference], 4)
+            best = [
+                value for (s, name), value in results.items() if s == split and "best in-context rung" in name
+            ]
+            assert best == [round(place.best_rung_kl, 4)]
+            assert results[(split, "Top-1 accuracy")] == round(place.accuracy, 4)
+            assert (
+                results[(split, "Nearest learner (a rung of the ladder, retrieval or inference)")]
+                == place.label
+            )
+        gate = results[(None, "Learner on the ladder (infers, retrieves or below the ladder)")]
+        assert gate == network.learner
+        assert f'revision="step-{step}", trust_remote_code=True)' in read["text"]
+        assert f"training step {step}" in read["text"]
+    steps = sorted(places)  # the card of each step carries its own numbers, not another step's
+    kl = {s: places[s].splits["test"].distances["mixture"] for s in steps}
+    assert len({round(value, 4) for value in kl.values()}) == len(steps)
+
+
+def test_hmm_development_reads_every_step_revision_of_the_repo_in_step_order(
+    hub, tiny_development, kept_published, tmp_path
+):
+    record, out = tiny_development
+    arguments = ["--checkpoints", KEPT, "--yardsticks", str(out.parent / "yardsticks"), "--out", "dev.json"]
+    checked(run_client_script(hub, tmp_path, "development.py", *arguments, "--quiet"))
+    read = json.loads((tmp_path / "dev.json").read_text())
+    assert [n["step"] for n in read["networks"]] == [n["step"] for n in record["networks"]]
+    assert read["source"] == KEPT
+    for hub_network, local in zip(read["networks"], record["networks"], strict=True):
+        assert hub_network["tokens"] == local["tokens"] and hub_network["learner"] == local["learner"]
+        for split, place in local["splits"].items():
+            assert hub_network["splits"][split]["label"] == place["label"]
+            assert hub_network["splits"][split]["distances"] == pytest.approx(place["distances"], rel=1e-6)
+
+
+def test_the_dry_run_lists_every_revision_with_its_sizes(kept_model, capsys):
+    from modeling_hmmroformer.experiments.hub import format_revisions, plan_model_revisions
+
+    training, _ = kept_model
+    arguments = ["--model", str(training), "--repo-id", KEPT, "--kept-networks", "--dry-run"]
+    assert push_script_main(arguments) == 0
+    printed = capsys.readouterr().out
+    expected = format_revisions(plan_model_revisions(training, KEPT))
+    assert printed.strip() == expected + "\ndry run: nothing was uploaded"
+    blocks = printed.split("\nrevision ")[1:]  # main, then each kept network in step order
+    kept = kept_folders(training)
+    assert [block.split(" ")[0].rstrip(":") for block in blocks] == [
+        "main",
+        *(f"step-{s}" for s in sorted(kept)),
+    ]
+    for block, (step, folder) in zip(blocks[1:], sorted(kept.items()), strict=True):
+        assert block.startswith(f"step-{step} (")
+        weights = folder / "model.safetensors"
+        line = next(line for line in block.splitlines() if line.strip().startswith("model.safetensors "))
+        assert f"{weights.stat().st_size / 1000:.1f} kB" in line and str(weights) in line
+        assert "placed (" in block.splitlines()[0] and "README.md" in block
+    assert f"{len(kept) + 1} revisions" in printed.splitlines()[-2]
+
+
+def push_script_main(arguments: list[str]) -> int:
+    """`hmm-push-to-hub` in this process: its exit status (an argparse error's too)."""
+    from modeling_hmmroformer.experiments.commands import push_to_hub
+
+    try:
+        return push_to_hub.main(arguments)
+    except SystemExit as stopped:
+        return stopped.code
+
+
+def test_a_card_says_where_no_record_placed_its_network_and_carries_no_number(tiny_development, tmp_path):
+    from huggingface_hub import ModelCard
+
+    from modeling_hmmroformer.experiments.hub import plan_model_revisions
+
+    record, out = tiny_development
+    run = Path(record["source"]).parent  # its record lies beside run/, where none is looked for
+
+    def cards(**options) -> dict[str, ModelCard]:
+        revisions = plan_model_revisions(run, KEPT, **options)[1:]
+        return {
+            r.revision: ModelCard(
+                next(p for p in r.plan.files if p.path_in_repo == "README.md").content.decode()
+            )
+            for r in revisions
+        }
+
+    for revision, card in cards().items():
+        assert card.data.eval_results is None and "model-index" not in str(card), revision
+        assert "Not placed on the in-context ladder: no development record of the run was found" in card.text
+    partial = tmp_path / "development.json"  # a record that placed every step but the last
+    partial.write_text(json.dumps({**record, "networks": record["networks"][:-1]}))
+    placed = cards(development=partial)
+    last = f"step-{record['networks'][-1]['step']}"
+    assert placed.pop(last).data.eval_results is None
+    assert (
+        all(card.data.eval_results for card in placed.values()) and len(placed) == len(record["networks"]) - 1
+    )
+
+
+def drop_the_kept_networks(training: Path) -> None:
+    shutil.rmtree(training / "development")
+
+
+def drop_a_kept_networks_weights(training: Path) -> None:
+    (training / "development" / "step-0000023" / "model.safetensors").unlink()
+
+
+@pytest.mark.parametrize(
+    "change, extra, message",
+    [
+        (drop_the_kept_networks, [], "kept no networks over training"),
+        (drop_a_kept_networks_weights, [], "the network kept at step 23 ("),
+        (lambda training: None, ["--development", "TRAINING/config.json"], "is not a development record"),
+        (lambda training: None, ["--revision", "step-5"], "drop --revision"),
+    ],
+)
+def test_bad_kept_networks_are_one_error_line_before_any_request(
+    hub, kept_model, tmp_path, capsys, change, extra, message
+):
+    training = tmp_path / "model" / "training"
+    shutil.copytree(kept_model[0], training)
+    change(training)
+    extra = [part.replace("TRAINING", str(training)) for part in extra]
+    seen = len(hub.requests())
+    arguments = ["--model", str(training), "--repo-id", KEPT, "--kept-networks", "--endpoint", hub.url]
+    assert push_script_main([*arguments, *extra]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: ") and error.count("\n") == 1 and message in error, error
+    assert len(hub.requests()) == seen
+
+
+def test_a_failed_upload_says_which_revisions_went_up_and_which_did_not(kept_model, tmp_path):
+    training, _ = kept_model
+    root = tmp_path / "hub"
+    healthy = HubServer(root)
+    try:  # main first, alone: its blobs are on the server, so the faulty one dies at the first kept network
+        checked(
+            run_client_script(
+                healthy, tmp_path, "push_to_hub.py", "--model", str(training), "--repo-id", KEPT
+            )
+        )
+    finally:
+        healthy.stop()
+    before = stored_head(root, f"model:{KEPT}")
+    faulty = HubServer(root, fault="die-on-upload")
+    try:
+        push = ["--model", str(training), "--repo-id", KEPT, "--kept-networks"]
+        done = run_client_script(faulty, tmp_path, "push_to_hub.py", *push, short_backoff=True)
+    finally:
+        faulty.stop()
+    assert done.returncode == 1, done.stderr[-2000:]
+    [error] = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    steps = sorted(kept_folders(training))
+    assert "failed at step-0, which was not published" in error
+    assert "went up: main;" in error
+    assert f"not sent: {', '.join(f'step-{s}' for s in steps[1:])} (" in error
+    state = json.loads((root / "repos.json").read_text())[f"model:{KEPT}"]
+    main = state["refs"]["main"]  # went up: unchanged files make no new commit (the client skips it)
+    assert main == before or state["commits"][main]["parent"] == before
+    weights = hashlib.sha256((training / "model.safetensors").read_bytes()).hexdigest()
+    assert state["commits"][main]["files"]["model.safetensors"]["sha256"] == weights
+    assert state["refs"].get("step-0", main) == main  # step-0: at most the branch, at main's head
+    assert not [name for name in state["refs"] if name not in ("main", "step-0")]
