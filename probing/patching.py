@@ -220,9 +220,8 @@ def carried_lower(first: np.ndarray, second: np.ndarray) -> float:
 @dataclass(frozen=True)
 class DonorReading:
     """One kind of donor on one model: how many rows found a donor, each site's share of the
-    donor's effect (`carried_shares`), the whole donor's mean move towards the target (nats), the
-    random donor's shares of the same effect, and the largest |move| of any patching with the row
-    itself (the same-donor control, 0 up to rounding)."""
+    donor's effect (`carried_shares`), the whole donor's mean move towards the target (nats), and
+    (for the task donor) the random donor's shares of the same effect."""
 
     kind: str
     pairs: int

@@ -125,3 +125,42 @@ def at_least(minimum: int) -> Callable[[str], int]:
 
     parse.__name__ = f"integer >= {minimum}"
     return parse
+
+
+def add_checkpoint_options(parser: Parser, out_help: str) -> None:
+    """The options of a command that reads one checkpoint on a corpus beside its untrained twin
+    (`hmm-probe`, `hmm-patching`): --model, --data, --out (`out_help`), --control-seed and
+    --no-control; `open_checkpoint` reads them."""
+    parser.add_argument("--model", required=True, help="checkpoint folder or Hub model id")
+    parser.add_argument(
+        "--data", help="corpus preset, folder or Hub dataset id (default: the checkpoint's corpus)"
+    )
+    parser.add_argument("--out", help=out_help)
+    parser.add_argument(
+        "--control-seed",
+        type=int,
+        help="initialisation seed of the untrained control (default: the checkpoint's training seed)",
+    )
+    parser.add_argument("--no-control", action="store_true", help="skip the untrained-model control")
+
+
+def open_checkpoint(args: argparse.Namespace, device: str | None = None) -> tuple:
+    """(its folder, None for a Hub id; the model; its corpus; the untrained twin, None with
+    --no-control) of the options `add_checkpoint_options` added; `ValueError` in one line for a
+    Hub id without --out, or a checkpoint or corpus that cannot be read."""
+    from hmm_datasets.corpus import checkpoint_corpus, open_corpus
+    from probing.architecture import check_causal_lm
+    from probing.capture import checkpoint_folder, load_causal_lm, untrained_twin
+
+    from ..settings import checkpoint_seed
+
+    folder = checkpoint_folder(args.model)
+    if folder is None and args.out is None:
+        raise ValueError("--out is required when --model is a Hub id")
+    model = load_causal_lm(args.model, device, check=check_causal_lm)
+    corpus = open_corpus(args.data or checkpoint_corpus(args.model))
+    control = None
+    if not args.no_control:
+        seed = args.control_seed if args.control_seed is not None else checkpoint_seed(args.model)
+        control = untrained_twin(model, seed)
+    return folder, model, corpus, control

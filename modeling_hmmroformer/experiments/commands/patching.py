@@ -22,44 +22,21 @@ from pathlib import Path
 
 from probing.config import PatchingConfig  # its fields are options: a module of dataclasses alone
 
-from . import Parser, refuse
+from . import Parser, add_checkpoint_options, open_checkpoint, refuse
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = Parser(PatchingConfig, description=__doc__)
-    parser.add_argument("--model", required=True, help="checkpoint folder or Hub model id")
-    parser.add_argument(
-        "--data", help="corpus preset, folder or Hub dataset id (default: the checkpoint's corpus)"
-    )
-    parser.add_argument("--out", help="output folder (default: <model>/patching)")
-    parser.add_argument(
-        "--control-seed",
-        type=int,
-        help="initialisation seed of the untrained twin (default: the checkpoint's training seed)",
-    )
-    parser.add_argument("--no-control", action="store_true", help="skip the untrained twin")
+    add_checkpoint_options(parser, "output folder (default: <model>/patching)")
     try:
         config, args = parser.parse_args_into_dataclasses(argv)
     except ValueError as error:  # a setting PatchingConfig refuses
         return refuse(error)
-    from hmm_datasets.corpus import checkpoint_corpus, open_corpus
-    from probing.architecture import check_causal_lm
-    from probing.capture import checkpoint_folder, load_causal_lm, untrained_twin
     from probing.patching import run_patching
     from probing.plots import write_patching_results
 
-    from ..settings import checkpoint_seed
-
     try:
-        folder = checkpoint_folder(args.model)
-        if folder is None and args.out is None:
-            raise ValueError("--out is required when --model is a Hub id")
-        model = load_causal_lm(args.model, device="cpu", check=check_causal_lm)
-        corpus = open_corpus(args.data or checkpoint_corpus(args.model))
-        control = None
-        if not args.no_control:
-            seed = args.control_seed if args.control_seed is not None else checkpoint_seed(args.model)
-            control = untrained_twin(model, seed)
+        folder, model, corpus, control = open_checkpoint(args, device="cpu")
         result = run_patching(model, corpus.config, corpus.params, config, untrained_model=control)
     except (ValueError, OSError) as error:
         return refuse(error)

@@ -23,22 +23,12 @@ from pathlib import Path
 
 from probing.config import ProbeConfig  # its fields are options: a module of dataclasses alone
 
-from . import Parser, refuse
+from . import Parser, add_checkpoint_options, open_checkpoint, refuse
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = Parser(ProbeConfig, description=__doc__)  # every ProbeConfig field is an option
-    parser.add_argument("--model", required=True, help="checkpoint folder or Hub model id")
-    parser.add_argument(
-        "--data", help="corpus preset, folder or Hub dataset id (default: the checkpoint's corpus)"
-    )
-    parser.add_argument("--out", help="output folder (default: <model>/probes)")
-    parser.add_argument(
-        "--control-seed",
-        type=int,
-        help="initialisation seed of the untrained control (default: the checkpoint's training seed)",
-    )
-    parser.add_argument("--no-control", action="store_true", help="skip the untrained-model control")
+    add_checkpoint_options(parser, "output folder (default: <model>/probes)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     try:
         config, args = parser.parse_args_into_dataclasses(argv)
@@ -46,30 +36,18 @@ def main(argv: list[str] | None = None) -> int:
         return refuse(error)
     import transformers
 
-    from hmm_datasets.corpus import checkpoint_corpus, open_corpus
     from model_cards.render import format_claims
-    from probing.architecture import check_causal_lm
-    from probing.capture import checkpoint_folder, load_causal_lm, untrained_twin
     from probing.plots import write_probe_results
     from probing.run import run_probing
     from probing.summary import format_summary
 
     from ..analyses.summary import model_claims
-    from ..settings import checkpoint_seed
 
     started = time.perf_counter()
     if args.quiet:  # transformers' own bar (loading weights) too
         transformers.utils.logging.disable_progress_bar()
     try:
-        folder = checkpoint_folder(args.model)
-        if folder is None and args.out is None:
-            raise ValueError("--out is required when --model is a Hub id")
-        model = load_causal_lm(args.model, check=check_causal_lm)
-        corpus = open_corpus(args.data or checkpoint_corpus(args.model))
-        control = None
-        if not args.no_control:
-            seed = args.control_seed if args.control_seed is not None else checkpoint_seed(args.model)
-            control = untrained_twin(model, seed)
+        folder, model, corpus, control = open_checkpoint(args)
         result = run_probing(model, corpus, config, untrained_model=control, progress=not args.quiet)
     except (ValueError, OSError) as error:
         return refuse(error)
