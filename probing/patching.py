@@ -97,11 +97,13 @@ def patched_residual(model, site: int, positions: torch.Tensor, values: torch.Te
     layers = decoder_layers(model)
     if not 0 <= site <= len(layers):
         raise ValueError(f"site {site} is not one of this model's sites 0..{len(layers)}")
-    rows = torch.arange(len(positions))
+    rows = torch.arange(len(positions), device=positions.device)
 
     def replaced(hidden: torch.Tensor) -> torch.Tensor:
         hidden = hidden.clone()
-        hidden[rows, positions] = values.to(device=hidden.device, dtype=hidden.dtype)
+        hidden[rows.to(hidden.device), positions.to(hidden.device)] = values.to(
+            device=hidden.device, dtype=hidden.dtype
+        )
         return hidden
 
     def before(module, args, kwargs):
@@ -130,7 +132,7 @@ def next_token_probs_at(
     """`[B, num_tokens]` float64: the model's next-token distribution at `positions[b]` of each
     row, over the first `num_tokens` of its vocabulary (softmax over the whole of it)."""
     logits = model(input_ids=input_ids, use_cache=False).logits
-    picked = logits[torch.arange(len(positions)), positions].float()
+    picked = logits[torch.arange(len(positions), device=logits.device), positions.to(logits.device)].float()
     return torch.log_softmax(picked, dim=-1)[:, :num_tokens].double().exp().cpu()
 
 
@@ -303,7 +305,9 @@ def patching_readings(
             rows, given = torch.as_tensor(found[s]), torch.as_tensor(donor[found[s]])
             where = at[rows]
             sites = residual_sites(model, ids[given].to(device))
-            values = [site[torch.arange(len(rows)), where.to(site.device)] for site in sites]
+            values = [
+                site[torch.arange(len(rows), device=site.device), where.to(site.device)] for site in sites
+            ]
             recipients = ids[rows].to(device)
             patched.append(patched_probs(model, recipients, where.to(device), values, num_tokens))
             if kind == "task":
