@@ -347,7 +347,8 @@ def _probs(logits: torch.Tensor, num_tokens: int) -> torch.Tensor:
 
 def _number(value: float) -> float | None:
     """A float for JSON: None where it is not finite (a share of no effect)."""
-    return float(value) if np.isfinite(value) else None
+    value = float(value)
+    return value if np.isfinite(value) else None
 
 
 def _batches(count: int, size: int) -> list[slice]:
