@@ -97,11 +97,13 @@ def patched_residual(model, site: int, positions: torch.Tensor, values: torch.Te
     layers = decoder_layers(model)
     if not 0 <= site <= len(layers):
         raise ValueError(f"site {site} is not one of this model's sites 0..{len(layers)}")
-    rows = torch.arange(len(positions))
+    rows = torch.arange(len(positions), device=positions.device)
 
     def replaced(hidden: torch.Tensor) -> torch.Tensor:
         hidden = hidden.clone()
-        hidden[rows, positions] = values.to(device=hidden.device, dtype=hidden.dtype)
+        hidden[rows.to(hidden.device), positions.to(hidden.device)] = values.to(
+            device=hidden.device, dtype=hidden.dtype
+        )
         return hidden
 
     def before(module, args, kwargs):
@@ -130,8 +132,8 @@ def next_token_probs_at(
     """`[B, num_tokens]` float64: the model's next-token distribution at `positions[b]` of each
     row, over the first `num_tokens` of its vocabulary (softmax over the whole of it)."""
     logits = model(input_ids=input_ids, use_cache=False).logits
-    picked = logits[torch.arange(len(positions)), positions].float()
-    return torch.log_softmax(picked, dim=-1)[:, :num_tokens].double().exp().cpu()
+    rows = torch.arange(len(positions), device=logits.device)
+    return _probs(logits[rows, positions.to(logits.device)], num_tokens)
 
 
 @torch.no_grad()
@@ -221,13 +223,14 @@ def carried_lower(first: np.ndarray, second: np.ndarray) -> float:
 class DonorReading:
     """One kind of donor on one model: how many rows found a donor, each site's share of the
     donor's effect (`carried_shares`), the whole donor's mean move towards the target (nats), and
-    (for the task donor) the random donor's shares of the same effect."""
+    (for the task donor) the random donor's shares of the same effect; None for a share of no
+    effect and for the effect of no pairs."""
 
     kind: str
     pairs: int
-    shares: list[float]
-    effect_nats: float
-    random_shares: list[float]
+    shares: list[float | None]
+    effect_nats: float | None
+    random_shares: list[float | None]
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -247,13 +250,14 @@ class PatchingReadings:
             "site_names": self.site_names,
             "donors": {kind: reading.to_dict() for kind, reading in self.donors.items()},
             "same_donor_max_nats": self.same_donor_max_nats,
-            "state_carried_lower": self.state_carried_lower,
+            "state_carried_lower": _number(self.state_carried_lower),
         }
 
     @property
     def state_carried_lower(self) -> float:
         """`carried_lower` of the state donor's shares against the task donor's."""
-        return carried_lower(np.array(self.donors["state"].shares), np.array(self.donors["task"].shares))
+        shares = [np.array(self.donors[kind].shares, dtype=float) for kind in ("state", "task")]
+        return carried_lower(*shares)
 
 
 def patch_positions(layout, rows: int, rng: np.random.Generator) -> np.ndarray:
@@ -296,14 +300,16 @@ def patching_readings(
         donor = pick_donors(input_ids, task_ids, positions, kind, rng)
         found = np.flatnonzero(donor != NO_DONOR)
         if not len(found):
-            readings[kind] = DonorReading(kind, 0, [], float("nan"), [])
+            readings[kind] = DonorReading(kind, 0, [], None, [])
             continue
         patched, randomized = [], []
         for s in _batches(len(found), batch_size):
             rows, given = torch.as_tensor(found[s]), torch.as_tensor(donor[found[s]])
             where = at[rows]
             sites = residual_sites(model, ids[given].to(device))
-            values = [site[torch.arange(len(rows)), where.to(site.device)] for site in sites]
+            values = [
+                site[torch.arange(len(rows), device=site.device), where.to(site.device)] for site in sites
+            ]
             recipients = ids[rows].to(device)
             patched.append(patched_probs(model, recipients, where.to(device), values, num_tokens))
             if kind == "task":
@@ -321,9 +327,9 @@ def patching_readings(
         readings[kind] = DonorReading(
             kind=kind,
             pairs=len(found),
-            shares=[float(x) for x in carried_shares(target, before, whole, patched)],
-            effect_nats=float(moved_towards(target, before, whole).mean()),
-            random_shares=[float(x) for x in random_shares],
+            shares=[_number(x) for x in carried_shares(target, before, whole, patched)],
+            effect_nats=_number(moved_towards(target, before, whole).mean()),
+            random_shares=[_number(x) for x in random_shares],
         )
     sites = [site_name(site) for site in range(num_sites(model))]
     return PatchingReadings(sites, readings, same_max)
@@ -331,8 +337,18 @@ def patching_readings(
 
 def _full_probs(model, input_ids: torch.Tensor, num_tokens: int) -> torch.Tensor:
     """`[B, T, num_tokens]` float64 on the CPU: the model's next-token distribution at every position."""
-    logits = model(input_ids=input_ids, use_cache=False).logits.float()
-    return torch.log_softmax(logits, dim=-1)[..., :num_tokens].double().exp().cpu()
+    return _probs(model(input_ids=input_ids, use_cache=False).logits, num_tokens)
+
+
+def _probs(logits: torch.Tensor, num_tokens: int) -> torch.Tensor:
+    """float64 on the CPU: the first `num_tokens` of the softmax of `logits` over its last axis."""
+    return torch.log_softmax(logits.float(), dim=-1)[..., :num_tokens].double().exp().cpu()
+
+
+def _number(value: float) -> float | None:
+    """A float for JSON: None where it is not finite (a share of no effect)."""
+    value = float(value)
+    return value if np.isfinite(value) else None
 
 
 def _batches(count: int, size: int) -> list[slice]:

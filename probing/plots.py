@@ -237,10 +237,12 @@ def plot_patching(result: dict, path: Path) -> Path:
             donor = reading["donors"][kind]
             if donor["shares"]:
                 label = f"{name}: {kind} donor ({donor['pairs']} pairs, {donor['effect_nats']:.3f} nats)"
-                ax.plot(range(len(sites)), donor["shares"], line, color=color, marker="o", label=label)
+                ax.plot(
+                    range(len(sites)), _floats(donor["shares"]), line, color=color, marker="o", label=label
+                )
         random = reading["donors"]["task"]["random_shares"]
         if random:
-            ax.plot(range(len(sites)), random, ":", color="0.5", label=f"{name}: random donor")
+            ax.plot(range(len(sites)), _floats(random), ":", color="0.5", label=f"{name}: random donor")
     ax.axhline(0, color="grey", lw=0.6)
     ax.axhline(1, color="grey", lw=0.6)
     ax.set_xticks(range(len(sites)), sites, rotation=30, fontsize=8)
@@ -248,6 +250,11 @@ def plot_patching(result: dict, path: Path) -> Path:
     ax.set_title("activation patching: where the task and the state are carried", fontsize=9)
     ax.legend(fontsize=6)
     return save_figure(fig, path)
+
+
+def _floats(values: list) -> list[float]:
+    """JSON's numbers to plot, None (no value) as NaN (no point)."""
+    return [np.nan if value is None else value for value in values]
 
 
 def write_patching_results(result, folder: Path) -> dict[str, Path]:

@@ -27,7 +27,7 @@ from pathlib import Path
 # the names of the corpus folder's and the probes' files, where they are named
 from hmm_datasets.names import CONFIG_FILENAME as CORPUS_CONFIG_JSON  # noqa: F401
 from hmm_datasets.names import PARAMS_FILENAME  # noqa: F401
-from probing.names import PROBE_FIGURES, PROBES_JSON
+from probing.names import PATCHING_FIGURE, PATCHING_JSON, PROBE_FIGURES, PROBES_JSON
 
 # transformers' own names for a checkpoint's files (the library writes them; we only read them;
 # a test checks them against transformers.utils)
@@ -46,6 +46,7 @@ YARDSTICKS_TENSORS = "yardsticks.safetensors"  # in yardsticks/: every yardstick
 PROBES = "probes"
 MEMORY = "memory"
 KNOCKOUT = "knockout"  # a model's rotary knock-out, layer by layer
+PATCHING = "patching"  # a model's activation patching, site by site (studies that ask for it)
 MODEL = "model"  # a reproduction's publishable checkpoint
 LEMMA1 = "lemma1"  # a study's Lemma 1 on the corpus (a reproduction keeps it in memory/)
 MODELS = "models"  # a study's model folders
@@ -95,6 +96,7 @@ ANALYSIS_FILES = {
     "knockout": Path(KNOCKOUT) / KNOCKOUT_JSON,
     "yardsticks": Path(FIGURE1) / YARDSTICKS_JSON,
     "development": Path(DEVELOPMENT) / DEVELOPMENT_JSON,
+    "patching": Path(PATCHING) / PATCHING_JSON,
 }
 STUDY_FIGURES = {  # figure -> file in a study's figures/
     name: f"{FIGURES}/{name}.png"
@@ -113,4 +115,5 @@ CARD_FIGURES = {
     "memory": f"{MEMORY}/{MEMORY_PNG}",
     "knockout": f"{KNOCKOUT}/{KNOCKOUT_PNG}",
     "development": f"{DEVELOPMENT}/{DEVELOPMENT_PNG}",
+    "patching": f"{PATCHING}/{PATCHING_FIGURE}",
 }

@@ -45,7 +45,7 @@ from hmm_datasets.corpus import check_model_fits_corpus
 from hmm_datasets.export import local_folder
 from hmm_datasets.windows import check_memories
 from probing.architecture import HMM_ROFORMER
-from probing.config import ProbeConfig
+from probing.config import PatchingConfig, ProbeConfig
 
 from ..configuration_hmm_roformer import HMMRoFormerConfig
 from .fields import (
@@ -416,6 +416,9 @@ class Settings:
     prior_particles: int = 16384  # N: state paths per row of the prior-level yardstick (particle learning)
     development_probes: tuple[int, ...] = ()  # kept steps (run.checkpoints) whose networks are probed too
     lemma1: bool = True  # Lemma 1 on the corpus and each model's memory against it (no claim reads them)
+    # each model's activation patching and its twin's (probing.patching, docs/patching.md): None,
+    # not run; else the PatchingConfig fields that differ from the defaults ({}: none)
+    patching: dict | None = None
 
     def __post_init__(self) -> None:
         for name in ("depths", "seeds", "memories", "development_probes"):
@@ -459,6 +462,8 @@ class Settings:
                 f"hidden-state indices up to {min(self.depths)}."
             )
         ProbeConfig(**self.probe)  # its own checks, early
+        if self.patching is not None:
+            PatchingConfig(**self.patching)
 
     @property
     def is_grid(self) -> bool:
@@ -471,6 +476,10 @@ class Settings:
 
     def probe_config(self) -> ProbeConfig:
         return ProbeConfig(**self.probe)
+
+    def patching_config(self) -> PatchingConfig | None:
+        """The models' patching settings, None where the pipeline does not patch."""
+        return None if self.patching is None else PatchingConfig(**self.patching)
 
     def replace(self, **changes) -> Settings:
         """These settings with fields changed; `overrides` are added to the settings' own."""
@@ -499,6 +508,7 @@ def shaped_settings(settings: Settings, run: RunConfig, grid: bool = True) -> di
         "yardstick_rows": 128,
         "prior_particles": 16384,
         "development_probes": (),
+        "patching": None,
     }
     for name, default in added_later.items():  # left out at their defaults, so older folders still match
         if shaped[name] == default:
@@ -549,14 +559,18 @@ def preset_settings(name: str) -> Settings:
 # 16-layer cell at K = 8192 grows to DEEP_DECIDING_DRAWS
 DECIDING_DRAWS = {32: 7, 512: 12, 8192: 12}
 DEEP_DECIDING_DRAWS = 5
+PATCHED_FROM_DRAW = 5  # the first draw whose models carry activation patching (docs/patching.md)
 
 
-def inference_cell(num_tasks: int, draw: int, seeds: tuple[int, ...], lemma1: bool = True) -> Settings:
+def inference_cell(
+    num_tasks: int, draw: int, seeds: tuple[int, ...], lemma1: bool = True, patching: dict | None = None
+) -> Settings:
     """One HMM draw of the inference study at K = `num_tasks`, 4 layers (docs/study.md): the
     4-layer model trained past its in-context transition under configs/inference.yaml, keeping
     13 networks over training, on corpus seed `draw`. The prior-level yardstick at N = 16,384
     particles (about 40 minutes of one CPU core per corpus; a GPU does 65,536 in one). Without
-    `lemma1`, neither Lemma 1 nor the models' memory runs (no claim reads them)."""
+    `lemma1`, neither Lemma 1 nor the models' memory runs (no claim reads them); with `patching`
+    (PatchingConfig fields), each model's activation patching runs (docs/patching.md)."""
     return Settings(
         f"inference-{num_tasks}-draw{draw}",
         "inference.yaml",
@@ -566,6 +580,7 @@ def inference_cell(num_tasks: int, draw: int, seeds: tuple[int, ...], lemma1: bo
         corpus_table_rows=128,
         development_probes=INFERENCE_PROBED_STEPS,
         lemma1=lemma1,
+        patching=patching,
     )
 
 
@@ -632,9 +647,12 @@ PIPELINES = {
         # K grown to DECIDING_DRAWS HMM draws, one training seed per new draw (2d: still no
         # initialisation shared across draws) and no Lemma 1 (no claim reads it: 40 minutes of a core
         # per K = 8192 draw); the 16-layer K = 8192 models of draws 3 and 4 train in those draws'
-        # folders (`--depths 16`).
+        # folders (`--depths 16`). From draw PATCHED_FROM_DRAW on, each model is patched too
+        # (docs/patching.md: the claim it is to decide, written before any record carries it).
         *(
-            inference_cell(k, draw, (2 * draw,), lemma1=False)
+            inference_cell(
+                k, draw, (2 * draw,), lemma1=False, patching={} if draw >= PATCHED_FROM_DRAW else None
+            )
             for k, draws in DECIDING_DRAWS.items()
             for draw in range(3, draws)
         ),
@@ -663,6 +681,7 @@ PIPELINES = {
                 "shuffle_rows": 16,
                 "max_iter": 20,
             },
+            patching={"num_tasks": 4, "rows_per_task": 4},
         ),
     )
 }

@@ -20,8 +20,9 @@ class ModelAnalyses:
     """What the analyses of one model folder measured, as read back from its files
     (`running.folders.read_model_results`); `decisions.aggregate.model_record` condenses it into
     a `ModelRecord`. Every model has Figure 1, its probes and its memory (`model_memory`); the
-    rotary knock-out, the place on the yardsticks and the development (the networks kept over
-    training on the yardsticks) are None where they were not made, and `development_probes`
+    rotary knock-out, the place on the yardsticks, the development (the networks kept over
+    training on the yardsticks) and the activation patching (`probing.patching.PatchingResult`'s
+    JSON) are None where they were not made, and `development_probes`
     (step -> the probe results of that kept network) empty."""
 
     figure1: Figure1Result
@@ -30,6 +31,7 @@ class ModelAnalyses:
     knockout: dict | None = None
     yardsticks: dict | None = None
     development: dict | None = None
+    patching: dict | None = None
     development_probes: dict[int, ProbeResults] = field(default_factory=dict)
 
 
@@ -52,6 +54,8 @@ class ModelRecord:
     `yardsticks`: KL to each yardstick per split (None on a corpus without unseen tasks).
     `development` and `development_statistics`: the networks kept over training on the
     yardsticks, and the claims' statistics of those probed (None where none was kept).
+    `patching`: the model's and its twin's activation patching (`probing.patching`; None where
+    the study did not ask for it).
     `seconds`: the wall time of each of the model's stages. `settings`: every setting that
     shapes the results, one dotted name each (`settings.flat_settings`; None before version 3
     kept it), so that a refusal names the setting that differs."""
@@ -72,6 +76,7 @@ class ModelRecord:
     yardsticks: dict | None = None
     development: dict | None = None
     development_statistics: dict[str, dict] | None = None
+    patching: dict | None = None
     seconds: dict[str, float] = field(default_factory=dict)
     settings: dict[str, object] | None = None
 
@@ -82,8 +87,12 @@ class ModelRecord:
         return [self.profiles, *self.other_splits]
 
     def to_dict(self) -> dict:
-        """The JSON object (fields in order)."""
-        return asdict(self)
+        """The JSON object (fields in order); `patching`, added later, only where a study made it,
+        so that a record made before it writes back unchanged."""
+        data = asdict(self)
+        if data["patching"] is None:
+            del data["patching"]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> ModelRecord:

@@ -62,17 +62,24 @@ def patching_table(result: dict) -> str:
         for _, reading in readings:
             for kind in ("task", "state"):
                 shares = reading["donors"][kind]["shares"]
-                cells.append(f"{shares[site]:+.3f}" if shares else "-")
+                cells.append("-" if not shares or shares[site] is None else f"{shares[site]:+.3f}")
         lines.append(f"| {site_name} | " + " | ".join(cells) + " |")
     for name, reading in readings:
-        donors = reading["donors"]
+        task, state, lower = (
+            reading["donors"]["task"],
+            reading["donors"]["state"],
+            reading["state_carried_lower"],
+        )
         lines.append(
-            f"{name}: {donors['task']['pairs']} task pairs ({donors['task']['effect_nats']:.3f} nats), "
-            f"{donors['state']['pairs']} state pairs ({donors['state']['effect_nats']:.3f} nats); "
-            f"state carried lower by {reading['state_carried_lower']:+.3f}; "
+            f"{name}: {task['pairs']} task pairs ({nats(task['effect_nats'])}), {state['pairs']} state pairs "
+            f"({nats(state['effect_nats'])}); state carried lower by {'-' if lower is None else f'{lower:+.3f}'}; "
             f"same-donor control moves at most {reading['same_donor_max_nats']:.1e} nats"
         )
     return "\n".join(lines)
+
+
+def nats(value: float | None) -> str:
+    return "no effect" if value is None else f"{value:.3f} nats"
 
 
 if __name__ == "__main__":

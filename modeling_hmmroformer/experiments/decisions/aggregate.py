@@ -67,6 +67,7 @@ def model_record(
         yardsticks=results.yardsticks,
         development=results.development,
         development_statistics=development_statistics(results.development_probes, depth),
+        patching=results.patching,
         seconds=seconds or {},
         settings=settings,
     )

@@ -145,14 +145,14 @@ def read_development_record(path: Path) -> Development:
 
 
 # ---- a model folder's analyses, for its record ---------------------------------------------------
-ANALYSES_RECORDED = ("figure1", "probes", "knockout", "model_memory", "yardsticks", "development")
+ANALYSES_RECORDED = ("figure1", "probes", "knockout", "model_memory", "yardsticks", "development", "patching")
 
 
 def read_model_results(folder: Path, with_memory: bool = True) -> ModelAnalyses:
     """What `decisions.aggregate.model_record` reads of a study's model folder (`ModelAnalyses`):
     Figure 1, the probes and the model's memory, which every model has, and where they were made
-    the knock-out, its place on the yardsticks, its development and the probes of its kept
-    networks. Without `with_memory` (a study that skips Lemma 1) the memory is not asked for."""
+    the knock-out, its place on the yardsticks, its development, the probes of its kept
+    networks and its activation patching. Without `with_memory` (a study that skips Lemma 1) the memory is not asked for."""
     files = {name: folder / names.ANALYSIS_FILES[name] for name in ANALYSES_RECORDED}
     results = {name: read_json_or_none(path) for name, path in files.items()}
     for name in ("figure1", "probes", *(("model_memory",) if with_memory else ())):
@@ -166,6 +166,7 @@ def read_model_results(folder: Path, with_memory: bool = True) -> ModelAnalyses:
         knockout=results["knockout"],
         yardsticks=results["yardsticks"],
         development=results["development"],
+        patching=results["patching"],
         development_probes={step_of(path.parent.name): ProbeResults.read(path) for path in probed},
     )
 
@@ -224,7 +225,9 @@ def summarize_model_folder(folder: str | os.PathLike) -> dict:
     figure7 = folder.glob(f"{names.PROBES}/{FIGURE7_PATTERN.format(row='*')}")
     summary["figure7"] = sorted(str(p.relative_to(folder)) for p in figure7)
     summary["figures"] = {
-        name: path for name, path in names.CARD_FIGURES.items() if name != "knockout" or raw["knockout"]
+        name: path
+        for name, path in names.CARD_FIGURES.items()
+        if name not in ("knockout", "patching") or raw[name]  # the analyses a pipeline may not make
     }
     return summary
 

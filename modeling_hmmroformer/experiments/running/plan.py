@@ -253,10 +253,12 @@ def check_probe_tasks(settings: Settings, run: RunConfig) -> None:
 
 def model_stages(p: Pipeline, m: ModelRun) -> tuple[str, ...]:
     """Model `m`'s stages, in order: `MODEL_STAGES` (without "memory" where the settings skip
-    Lemma 1), then "development" where its training keeps
+    Lemma 1), "patching" where the settings patch (`Settings.patching`), then "development"
+    where its training keeps
     networks (`run.checkpoints`) and the corpus has the yardsticks to place them on, and
     "development-probe" where the settings probe some of them (`development_probes`)."""
     stages = tuple(s for s in MODEL_STAGES if s != "memory" or p.settings.lemma1)
+    stages += ("patching",) if p.settings.patching is not None else ()
     keeps = m.run.run_section.checkpoints > 0 and has_unseen_tasks(p)
     if not keeps:
         return stages

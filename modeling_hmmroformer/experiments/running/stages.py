@@ -25,7 +25,8 @@ from hmm_datasets.predictors import reference_predictors
 from probing.architecture import check_causal_lm, positions_outside_attention
 from probing.capture import load_causal_lm, untrained_twin
 from probing.knockout import rotary_knockout, scored_test_positions
-from probing.plots import plot_rotary_knockout, write_probe_results
+from probing.patching import run_patching
+from probing.plots import plot_rotary_knockout, write_patching_results, write_probe_results
 from probing.run import run_probing
 
 from .. import names
@@ -58,6 +59,7 @@ def model_runners(p: Pipeline, m: ModelRun, with_lemma1: bool) -> dict[str, Call
         "probe": functools.partial(probe_model, p, m),
         "memory": functools.partial(measure_memory, p, m, with_lemma1=with_lemma1),
         "knockout": functools.partial(measure_knockout, p, m),
+        "patching": functools.partial(measure_patching, p, m),
         "development": functools.partial(measure_development, p, m),
         "development-probe": functools.partial(probe_development, p, m),
     }
@@ -245,6 +247,17 @@ def measure_knockout(p: Pipeline, m: ModelRun) -> None:
         plot_rotary_knockout(result["trained"], staging / names.KNOCKOUT_PNG, untrained=result["twin"])
 
     build_folder(m.path(names.KNOCKOUT), write)
+
+
+def measure_patching(p: Pipeline, m: ModelRun) -> None:
+    """Activation patching of the model and of its untrained twin on the same fresh rows, donors
+    and positions (`probing.patching.run_patching`, the settings' `PatchingConfig`)."""
+    model = trained_model(m)
+    corpus = open_corpus(str(p.corpus))
+    result = run_patching(
+        model, corpus.config, corpus.params, p.settings.patching_config(), untrained_twin(model, m.seed)
+    )
+    build_folder(m.path(names.PATCHING), lambda staging: write_patching_results(result, staging))
 
 
 def write_json_and_report(p: Pipeline, results: dict, report: str) -> None:

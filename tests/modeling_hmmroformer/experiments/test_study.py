@@ -1,6 +1,7 @@
 """The depth-and-seed study: the quick study end to end, claims counted over seeds, the
 untrained control at the training's own initialisation, and bad input refused."""
 
+import dataclasses
 import json
 import os
 import re
@@ -78,8 +79,15 @@ def test_the_quick_study_reports_every_claim_at_every_depth(quick_studied):
         assert model == json.loads(
             (out.parent / "records" / f"depth{model['depth']}-seed{model['seed']}.json").read_text()
         )
-        assert list(model["seconds"]) == list(MODEL_STAGES)  # a fresh clone still reports the times
+        assert list(model["seconds"]) == [*MODEL_STAGES, "patching"]  # a fresh clone still reports the times
         assert all(seconds > 0 for seconds in model["seconds"].values())
+        patching = model["patching"]  # the quick study patches each model and its twin (docs/patching.md)
+        assert patching["rows"] == 16 and patching["config"]["num_tasks"] == 4
+        for reading in (patching["model"], patching["control"]):
+            assert len(reading["site_names"]) == model["depth"] + 1
+            assert reading["same_donor_max_nats"] < 1e-5
+            assert reading["donors"]["state"]["pairs"] > 0
+            assert len(reading["donors"]["state"]["shares"]) == model["depth"] + 1
     for depth in results["depths"]:
         assert f"{depth['kl_bayes_model']['mean']:.3f}" in report
         below = sum(
@@ -138,6 +146,7 @@ def test_a_study_goes_on_from_its_records_without_the_models(quick_studied, tmp_
         "probe depth3 seed1",
         "memory depth3 seed1",
         "knockout depth3 seed1",
+        "patching depth3 seed1",
         "record depth3 seed1",
     ]
     # records of other settings are refused before anything is written
@@ -335,10 +344,16 @@ def test_a_study_is_a_grid_of_models_each_in_its_folder(tmp_path):
     assert model.run.model["num_hidden_layers"] == 3 and model.run.seed == 1
     assert model.run.training["max_steps"] == 20  # the study's own override, applied to the run config
     names = study.stage_names()
-    per_model = ["train", "evaluate", "probe", "memory", "knockout", "record"]
+    per_model = ["train", "evaluate", "probe", "memory", "knockout", "patching", "record"]
     assert names[:3] == ["corpus", "lemma1", "yardsticks"]  # the quick corpus has unseen tasks
-    assert names[3:9] == [f"{stage} depth2 seed0" for stage in per_model]  # recorded before the next model
-    assert names[9:15] == [f"{stage} depth3 seed0" for stage in per_model]
+    assert names[3:10] == [f"{stage} depth2 seed0" for stage in per_model]  # recorded before the next model
+    assert names[10:17] == [f"{stage} depth3 seed0" for stage in per_model]
+    unpatched = make_pipeline(  # a study that does not patch
+        dataclasses.replace(PIPELINES["quick"], patching=None), tmp_path / "u", plan=STUDY, progress=False
+    ).stage_names()
+    assert (
+        not [name for name in unpatched if name.startswith("patching")] and len(unpatched) == len(names) - 4
+    )
     assert names[-1] == "report" and "model" not in names
     # a one-model pipeline as a study: the study layout, not the reproduction's
     single = make_pipeline(get_settings("tiny"), tmp_path / "t", plan=STUDY, progress=False)
@@ -469,10 +484,12 @@ def test_models_side_by_side_give_the_records_of_one_at_a_time(tmp_path, quick_s
     shutil.rmtree(tmp_path / "two" / "models" / "depth2-seed1")
     logged.clear()
     run_pipeline(side_by_side, log=logged.append)
-    assert "6 stages of models whose folder is gone are redone" in logged
+    redone = (*MODEL_STAGES, "patching", "record")  # the quick study patches its models
+    assert f"{len(redone)} stages of models whose folder is gone are redone" in logged
+    total = 3 + 2 * len(redone) + 1  # corpus, lemma1, yardsticks; two models; the report
     assert [line for line in logged if line.endswith("...")] == [
-        f"[{i}/16] {name} depth2 seed1 ..." for i, name in enumerate((*MODEL_STAGES, "record"), start=10)
-    ] + ["[16/16] report ..."]
+        f"[{i}/{total}] {name} depth2 seed1 ..." for i, name in enumerate(redone, start=total - len(redone))
+    ] + [f"[{total}/{total}] report ..."]
 
 
 def test_every_other_model_side_by_side_probes_before_its_figure1():
