@@ -51,15 +51,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def read_record(path: Path) -> dict:
     """A development record (or a study model's record, which holds one, with the model's
-    `depth`), its labels recomputed from its distances (`development_from_dict`)."""
-    from ..analyses.development import development_from_dict
+    `depth`), its labels recomputed from its distances (`folders.read_development_record`)."""
+    from ..running.folders import read_development_record
 
-    try:
-        data = json.loads(path.read_text())
-        depth = {"depth": data["depth"]} if data.get("development") else {}
-        return {**development_from_dict(data.get("development") or data).to_dict(), **depth}
-    except (KeyError, TypeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path} is not a development record of hmm-development ({error}).") from None
+    development = read_development_record(path)  # a one-line ValueError for anything else
+    data = json.loads(path.read_text())
+    return {**development.to_dict(), **({"depth": data["depth"]} if data.get("development") else {})}
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ import argparse
 import os
 import sys
 
-from . import Parser, refuse
+from . import Parser, error_line, refuse
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,12 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         url = push_plan(plan, args.endpoint, revision=args.revision)
     except Exception as error:  # the Hub's errors: not logged in, no write access, offline, a server fault
-        reason = " ".join(str(error).split())  # one line: the client's messages span several
-        print(
-            f"error: the upload to {args.repo_id} at {args.endpoint} failed; no new revision was published "
-            f"({type(error).__name__}: {reason})",
-            file=sys.stderr,
-        )
+        message = f"the upload to {args.repo_id} at {args.endpoint} failed; no new revision was published"
+        print(error_line(f"{message} ({type(error).__name__}: {error})"), file=sys.stderr)
         return 1
     print(f"uploaded: {url}")
     return 0
@@ -145,14 +141,13 @@ def push_kept_networks(args: argparse.Namespace) -> int:
         urls = push_revisions(revisions, args.endpoint)
     except PartialUpload as upload:
         error = upload.__cause__
-        reason = " ".join(str(error).split())  # one line: the client's messages span several
         left_behind = "" if upload.failed == "main" else " (a new branch may be left behind, at main's head)"
-        print(
-            f"error: the upload to {args.repo_id} at {args.endpoint} failed at {upload.failed}, which was not "
+        message = (
+            f"the upload to {args.repo_id} at {args.endpoint} failed at {upload.failed}, which was not "
             f"published{left_behind}; went up: {', '.join(upload.done) or 'none'}; not sent: "
-            f"{', '.join(upload.left) or 'none'} ({type(error).__name__}: {reason})",
-            file=sys.stderr,
+            f"{', '.join(upload.left) or 'none'}"
         )
+        print(error_line(f"{message} ({type(error).__name__}: {error})"), file=sys.stderr)
         return 1
     for revision, url in zip(revisions, urls, strict=True):
         print(f"uploaded {revision.revision}: {url}")
