@@ -87,6 +87,7 @@ def render_diversity_report(summary: dict, figures: dict[str, str]) -> str:
         splits=("test", "test_unseen"),
         figures=figures,
         status_table=render_diversity_status(summary),
+        before_added=before_added_text(summary),
         learner_words=LEARNER_WORDS.get,
         by_verdict=claims_by_verdict,
         claim_words={c["key"]: f"Fig {c['figure']}: {c['claim']}" for c in summary["claims"]},
@@ -99,6 +100,28 @@ def render_diversity_report(summary: dict, figures: dict[str, str]) -> str:
                 for split in ("test", "test_unseen")
             },
         },
+    )
+
+
+def before_added_text(summary: dict) -> str:
+    """What the family without the claims added later (`before_added`) decides otherwise: each
+    verdict of another claim that differs, or that none does."""
+    before = summary.get("before_added")
+    if not before:
+        return ""
+    words = {c["key"]: f"Fig {c['figure']} {c['claim']}" for c in summary["claims"]}
+    added = "; ".join(words.get(key, key) for key in before["without"])
+    changed = [
+        f"{group_name(g)}, {words[row['key']]}: {row['label']} (without it: {old['labels'][row['key']]})"
+        for g, old in zip(summary["decided"], before["groups"])
+        for row in g["verdicts"]
+        if row["key"] in old["labels"] and row["label"] != old["labels"][row["key"]]
+    ]
+    if not changed:
+        return f"The family without the claim added later ({added}) gives every other claim the same verdict."
+    return (
+        f"The family without the claim added later ({added}) decides {len(changed)} verdicts otherwise; "
+        f"this report's family decides: {'; '.join(changed)}."
     )
 
 
@@ -182,7 +205,7 @@ def diversity_status_line(summary: dict) -> str:
     return (
         f"**Status{interim}:** {len(labels)} verdicts in {len(summary['decided'])} cells (K, depth): {counts}. "
         f"{past} of {total} models are past the in-context ladder; only theirs count for the layerwise claims "
-        "(Figures 2, 3(a), 3(b)), and a cell measured on one HMM draw decides nothing (the rule: docs/study.md)."
+        "(Figures 2, 3(a), 3(b) and the patching), and a cell measured on one HMM draw decides nothing (the rule: docs/study.md)."
     )
 
 

@@ -37,6 +37,14 @@ from ..decisions.verdicts import (
 from .evaluation import Figure1Result
 
 TESTABLE_MARGIN = 0.02  # a previous-token distance is testable when its peak beats each floor's by this
+# The patching claim's preconditions (docs/patching.md, fixed before any record carried readings).
+MIN_PATCHED_PAIRS = 32  # rows with a donor of each kind, task and state
+SAME_DONOR_TOLERANCE = 1e-6  # nats: the same-donor control must move less
+PATCHING_FIGURE = "3 (patching)"  # the causal reading of Figure 3's picture
+PROBE_FIGURES = ("3(a)", "3(b)")  # the claims read by probes on each probe split
+# Claims that entered the report's family after records were decided without them: reports give
+# the verdicts of the family before them too (docs/patching.md).
+ADDED_LATER = ("state_carried_lower",)
 NETWORKS = ("trained", "twin", "tokens")
 # The token-only features of records written before the floors were made free of the label
 # (version 2): every block, for the previous-token probes too.
@@ -241,6 +249,34 @@ def measure_peak_moves_up(nets: dict) -> tuple[float, dict]:
     return statistic(nets["trained"]), {"twin": statistic(nets["twin"])}
 
 
+def measure_state_carried_lower(nets: dict) -> tuple[float, dict]:
+    """The activation patching's `state_carried_lower` (`probing.patching`) of the trained network,
+    its untrained twin's the floor. Not testable unless the trained network has at least
+    `MIN_PATCHED_PAIRS` pairs of the task and of the state donor, both donors' whole effect is
+    positive and the same-donor control moves less than `SAME_DONOR_TOLERANCE`; nor where the
+    twin's statistic is undefined (a donor of no effect to share): no floor, no test, as for the
+    previous-token claims without a token-only floor."""
+    model = _need(nets["trained"], "patching", "no activation patching")
+    for kind in ("task", "state"):
+        donor = model["donors"][kind]
+        if donor["pairs"] < MIN_PATCHED_PAIRS:
+            raise Missing(
+                NOT_TESTABLE, f"{donor['pairs']} pairs of the {kind} donor, {MIN_PATCHED_PAIRS} needed"
+            )
+        if not (donor["effect_nats"] or 0.0) > 0:
+            raise Missing(NOT_TESTABLE, f"the {kind} donor's whole effect is not positive")
+    if not model["same_donor_max_nats"] < SAME_DONOR_TOLERANCE:
+        raise Missing(NOT_TESTABLE, f"the same-donor control moves {model['same_donor_max_nats']:.2g} nats")
+    if model["state_carried_lower"] is None:
+        raise Missing(NA, "no site between the embeddings and the last layer")
+    twin = (nets.get("twin") or {}).get("patching")
+    if twin is None:
+        raise Missing(NA, "no untrained twin patched")
+    if twin["state_carried_lower"] is None:
+        raise Missing(NOT_TESTABLE, "the untrained twin's donors have no effect to share (no floor)")
+    return model["state_carried_lower"], {"twin": twin["state_carried_lower"]}
+
+
 CLAIMS = (
     Claim(
         "demonstrations",
@@ -314,6 +350,14 @@ CLAIMS = (
         1,
         measure_peak_moves_up,
     ),
+    Claim(
+        "state_carried_lower",
+        PATCHING_FIGURE,
+        "the state is carried below the task",
+        "activation patching: mean over inner sites of the state donor's share minus the task donor's",
+        1,
+        measure_state_carried_lower,
+    ),
 )
 
 
@@ -331,10 +375,13 @@ def claim_words() -> list[dict]:
     ]
 
 
-def model_statistics(splits: list[dict]) -> dict[str, dict]:
+def model_statistics(splits: list[dict], patching: dict | None = None) -> dict[str, dict]:
     """`key -> {"own", "floors", "missing", "own_by_split"}` of one model: every claim measured on
     each split's profiles (`splits`: network -> profile, one dict per probe split) and averaged
-    over the splits; missing when any split misses it."""
+    over the splits; missing when any split misses it. `patching`: the model's activation
+    patching (`probing.patching.PatchingResult.to_dict`; None where it was not patched), on rows
+    of its own, the same in every split (`with_patching`)."""
+    splits = with_patching(splits, patching)
     out = {}
     for claim in CLAIMS:
         found = [claim.measured(nets) for nets in splits]
@@ -352,6 +399,21 @@ def model_statistics(splits: list[dict]) -> dict[str, dict]:
     return out
 
 
+def with_patching(splits: list[dict], patching: dict | None) -> list[dict]:
+    """The probe splits' profiles with the activation patching's readings beside them: the
+    model's in the trained network's profile, the control's in the twin's (`splits` unchanged)."""
+    if patching is None:
+        return splits
+    readings = {"trained": patching["model"], "twin": patching["control"]}
+    return [
+        {
+            network: {**profile, "patching": readings[network]} if network in readings else profile
+            for network, profile in nets.items()
+        }
+        for nets in splits
+    ]
+
+
 def _split_mean(values: list[float | None]) -> float | None:
     """The mean over probe splits of a floor's statistic; None (refused) when any split refused it."""
     return None if any(v is None for v in values) else float(np.mean(values))
@@ -359,7 +421,7 @@ def _split_mean(values: list[float | None]) -> float | None:
 
 def counted(statistics: dict[str, dict], past_ladder: bool, draw: int = 0) -> dict[str, dict]:
     """A model's statistics (`model_statistics`) as the rule counts them, tagged with its corpus
-    draw: Figure 1's behavioural claims always, the layerwise ones (Figures 2, 3(a), 3(b)) only
+    draw: Figure 1's behavioural claims always, the layerwise ones (Figures 2, 3(a), 3(b), the patching) only
     for a model past the in-context ladder (`ladder_gate`); below it they are not testable,
     unless the model has no such curve at all (n/a says why: a GPT-2 has no shuffle test)."""
     out = {}
@@ -459,30 +521,37 @@ def decide_claims(per_seed: list[dict[str, dict]]) -> list[dict]:
     return decide_report([per_seed])[0]
 
 
-def decide_report(cells: list[list[dict[str, dict]]]) -> list[list[dict]]:
-    """Every claim of every cell of a report decided by the rule (`verdicts.decide_cells`, Holm
-    across all of them), from each cell's per-seed statistics (`model_statistics`, or `counted`
-    with the ladder gate and the draw): per cell, per claim its words, its tests and verdict,
-    and the spread of its own statistic across probe splits (max minus min, across seeds; none
-    for Figures 1 and 2, which read no probe)."""
+def claims_before_added() -> tuple[Claim, ...]:
+    """The report's family before the claims `ADDED_LATER` entered it."""
+    return tuple(claim for claim in CLAIMS if claim.key not in ADDED_LATER)
+
+
+def decide_report(cells: list[list[dict[str, dict]]], claims: tuple[Claim, ...] = CLAIMS) -> list[list[dict]]:
+    """Every claim (of `claims`) of every cell of a report decided by the rule
+    (`verdicts.decide_cells`, Holm across all of them), from each cell's per-seed statistics
+    (`model_statistics`, or `counted` with the ladder gate and the draw): per cell, per claim its
+    words, its tests and verdict, and the spread of its own statistic across probe splits (max
+    minus min, across seeds; none for the claims that read no probe)."""
     decided = decide_cells(
         [
-            [([seed[claim.key] for seed in per_seed], claim.direction) for claim in CLAIMS]
+            [([seed[claim.key] for seed in per_seed], claim.direction) for claim in claims]
             for per_seed in cells
         ]
     )
-    return [claim_rows(per_seed, rows) for per_seed, rows in zip(cells, decided)]
+    return [claim_rows(per_seed, rows, claims) for per_seed, rows in zip(cells, decided)]
 
 
-def claim_rows(per_seed: list[dict[str, dict]], decided: list[dict]) -> list[dict]:
-    """One cell's decided claims (`decided`, in `CLAIMS` order) with their words, per-seed own
+def claim_rows(
+    per_seed: list[dict[str, dict]], decided: list[dict], claims: tuple[Claim, ...] = CLAIMS
+) -> list[dict]:
+    """One cell's decided claims (`decided`, in `claims` order) with their words, per-seed own
     statistics and spread across probe splits."""
     rows = []
-    for claim, tests in zip(CLAIMS, decided):
+    for claim, tests in zip(claims, decided):
         spreads = [
             np.ptp(s[claim.key]["own_by_split"])
             for s in per_seed
-            if s[claim.key]["own_by_split"] and claim.figure.startswith("3")  # probe claims only
+            if s[claim.key]["own_by_split"] and claim.figure in PROBE_FIGURES
         ]
         rows.append(
             {

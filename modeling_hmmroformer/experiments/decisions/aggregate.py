@@ -61,7 +61,7 @@ def model_record(
         kl_bayes_by_test_position=kl_curves_by_test_position(fig1),
         profiles=splits[0],
         other_splits=splits[1:],
-        statistics=model_statistics(splits),
+        statistics=model_statistics(splits, results.patching),
         layer_one={network: layer_one(splits[0][network]) for network in ("trained", "twin")},
         memory=results.model_memory,
         yardsticks=results.yardsticks,
@@ -102,7 +102,7 @@ def counted_statistics(record: ModelRecord, ladder: dict | None, draw: int = 0) 
     counts them (`claims.counted`: the layerwise claims only past the in-context ladder, on the
     corpus's `ladder` facts for unseen tasks; tagged with the corpus `draw`)."""
     places = model_places(record, ladder)
-    return counted(model_statistics(record.splits), past_ladder(places), draw)
+    return counted(model_statistics(record.splits, record.patching), past_ladder(places), draw)
 
 
 def decide_depths(groups: list[list[ModelRecord]], ladder: dict | None, draw: int = 0) -> list[list[dict]]:

@@ -17,7 +17,15 @@ from collections import Counter
 
 from probing.architecture import HMM_ROFORMER
 
-from ..analyses.claims import CLAIMS, claim_words, decide_report, model_statistics
+from ..analyses.claims import (
+    ADDED_LATER,
+    CLAIMS,
+    Claim,
+    claim_words,
+    claims_before_added,
+    decide_report,
+    model_statistics,
+)
 from ..analyses.development import Development, development_from_dict
 from ..analyses.ladder_gate import LEARNERS
 from ..analyses.record import ModelRecord
@@ -120,7 +128,7 @@ def place_cell(cell: dict, records: list[ModelRecord], ladder: dict | None) -> d
     and each claim's own statistic across its seeds, as today's claims measure it from the
     records (what the corpus draw moves, `draw_spread`)."""
     places = ladder_places(records, ladder)
-    statistics = [model_statistics(r.splits) for r in records]
+    statistics = [model_statistics(r.splits, r.patching) for r in records]
     return {
         **cell,
         "ladder_places": places,
@@ -130,14 +138,17 @@ def place_cell(cell: dict, records: list[ModelRecord], ladder: dict | None) -> d
 
 
 def decide_groups(
-    cells: list[dict], records: dict[tuple[str, int], list[ModelRecord]], ladders: dict
+    cells: list[dict],
+    records: dict[tuple[str, int], list[ModelRecord]],
+    ladders: dict,
+    claims: tuple[Claim, ...] = CLAIMS,
 ) -> list[dict]:
-    """The claims decided per (K, depth) over the study cells measured there (`cells`, placed;
-    `records`: (study, depth) -> its models' records; `ladders`: study -> its corpus's ladder
-    facts on the yardstick rows, None where not measured), seeds nested in corpus draws, Holm
-    across every claim of every group (`claims.decide_report`)."""
+    """The claims (`claims`) decided per (K, depth) over the study cells measured there (`cells`,
+    placed; `records`: (study, depth) -> its models' records; `ladders`: study -> its corpus's
+    ladder facts on the yardstick rows, None where not measured), seeds nested in corpus draws,
+    Holm across every claim of every group (`claims.decide_report`)."""
     groups = grouped_cells(cells)
-    decided = decide_report(list(group_statistics(cells, records, ladders).values()))
+    decided = decide_report(list(group_statistics(cells, records, ladders).values()), claims)
     out = []
     for (num_tasks, depth), members, rows in zip(groups, groups.values(), decided):
         learners = {name: sum(c["ladder_places"]["learners"][name] for c in members) for name in LEARNERS}
@@ -153,6 +164,24 @@ def decide_groups(
             }
         )
     return out
+
+
+def labels_before_added(
+    cells: list[dict], records: dict[tuple[str, int], list[ModelRecord]], ladders: dict
+) -> dict:
+    """The verdicts of the report's family before the claims added later (`claims.ADDED_LATER`):
+    the claims they are given without, and per (K, depth) each other claim's printed verdict."""
+    return {
+        "without": list(ADDED_LATER),
+        "groups": [
+            {
+                "num_tasks": group["num_tasks"],
+                "depth": group["depth"],
+                "labels": {row["key"]: row["label"] for row in group["verdicts"]},
+            }
+            for group in decide_groups(cells, records, ladders, claims_before_added())
+        ],
+    }
 
 
 def grouped_cells(cells: list[dict]) -> dict[tuple[int, int], list[dict]]:
@@ -302,6 +331,7 @@ def decided_summary(
         "cells": placed,
         "claims": claim_words(),
         "decided": decide_groups(placed, records, ladders),
+        "before_added": labels_before_added(placed, records, ladders),
         "draw_spreads": draw_spreads(placed),
         "ladders": {study: ladder for study, ladder in ladders.items() if ladder is not None},
         "over_training": over_training(placed, records),
