@@ -45,7 +45,11 @@ def main() -> None:
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     args = parser.parse_args()
     start = time.perf_counter()
-    statistics = dict(sorted(committed_statistics(Path(args.results)).items()))
+    statistics = {  # (K, depth) of the corpora whose tokens are the prior's draws (emission mixing 0)
+        (k, depth): seeds
+        for (k, mixing, depth), seeds in sorted(committed_statistics(Path(args.results)).items())
+        if not mixing
+    }
     claims = [(c.key, c.direction) for c in CLAIMS]
     spreads = {cell: power.cell_spreads(seeds, claims) for cell, seeds in statistics.items()}
     committed = power.committed_design(statistics)

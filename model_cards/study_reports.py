@@ -69,6 +69,7 @@ def render_diversity_report(summary: dict, figures: dict[str, str]) -> str:
     environment.filters["learners"] = learner_counts_text
     environment.filters["labels"] = lambda counts: ", ".join(f"{label} {n}" for label, n in counts.items())
     environment.filters["tokens"] = lambda tokens: "—" if tokens is None else f"{tokens / 1e6:.3g} M"
+    environment.filters["corpus_k"] = corpus_k_text
     template = environment.from_string(DIVERSITY_REPORT_TEMPLATE.read_text())
     return template.render(
         s=summary,
@@ -176,10 +177,18 @@ def difference_words(difference: dict, summary: dict) -> str:
     return f"{text} On the ladder and the yardsticks every interval across seeds overlaps the other architecture's."
 
 
+def corpus_k_text(cell: dict) -> str:
+    """A cell's K, with its emission mixing where the token hides the state: "8192 (mixing 0.25)"."""
+    mixing = cell.get("emission_mixing") or 0
+    return f"{cell['num_tasks']} (mixing {mixing:g})" if mixing else str(cell["num_tasks"])
+
+
 def group_name(group: dict) -> str:
     """ "K = 512, 4 layers (draws 0, 1)" of a decided group of the diversity report."""
     draws = ", ".join(str(d) for d in group["draws"])
-    return f"K = {group['num_tasks']}, {group['depth']} layers (draw{'s' if len(group['draws']) > 1 else ''} {draws})"
+    mixing = group.get("emission_mixing") or 0
+    told = f", emission mixing {mixing:g}" if mixing else ""
+    return f"K = {group['num_tasks']}{told}, {group['depth']} layers (draw{'s' if len(group['draws']) > 1 else ''} {draws})"
 
 
 def learner_counts_text(counts: dict[str, int]) -> str:

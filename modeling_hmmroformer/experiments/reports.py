@@ -61,7 +61,7 @@ def write_diversity_report(studies: list[Path], out: Path, readme: str | os.Path
         summary,
         out,
         readme,
-        developments=kept_developments(s.models for s in summaries),
+        developments=kept_developments(s.models for s in summaries if not s.corpus.get("emission_mixing")),
     )
 
 
@@ -132,12 +132,16 @@ def with_default_sources(sources: dict | None, studies: list[str]) -> dict:
     return {kind: {**paths, **(sources or {}).get(kind, {})} for kind, paths in defaults.items()}
 
 
-def committed_statistics(folder: Path) -> dict[tuple[int, int], list[dict[str, dict]]]:
+def committed_statistics(folder: Path) -> dict[tuple[int, float, int], list[dict[str, dict]]]:
     """A committed report of a family of studies across K (`committed_report`), as the rule reads
-    it: per (K, depth), every seed's statistics (`diversity.group_statistics`)."""
+    it: per (K, emission mixing, depth), every seed's statistics (`diversity.group_statistics`)."""
     _, records, facts = committed_report(folder)
     cells = [
-        dict(zip(("num_tasks", "corpus_seed"), registered_corpus(study)), study=study, depth=depth)
+        dict(
+            zip(("num_tasks", "corpus_seed", "emission_mixing"), registered_corpus(study)),
+            study=study,
+            depth=depth,
+        )
         for study, depth in records
     ]
     ladders = {study: (found or {}).get("ladder") for study, found in facts.items()}
@@ -149,7 +153,11 @@ def redecide_diversity_report(folder: Path, readme: str | os.PathLike | None = N
     (`committed_report`), rewritten in place (and `readme`'s status table when given)."""
     summary, records, facts = committed_report(folder)
     summary = redecide_diversity(summary, records, facts)
-    developments = kept_developments(records.values())
+    developments = kept_developments(
+        mine
+        for (study, _), mine in records.items()
+        if not registered_corpus(study)[2]  # drawn tokens
+    )
     return write_diversity_summary(summary, folder, readme, summary.get("machine"), developments)
 
 

@@ -41,6 +41,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
 import hmm_datasets
 from hmm_datasets import HMMMixtureConfig
+from hmm_datasets.config import AMBIGUITY_LEVELS
 from hmm_datasets.corpus import check_model_fits_corpus
 from hmm_datasets.export import local_folder
 from hmm_datasets.windows import check_memories
@@ -560,23 +561,36 @@ def preset_settings(name: str) -> Settings:
 DECIDING_DRAWS = {32: 7, 512: 12, 8192: 12}
 DEEP_DECIDING_DRAWS = 5
 PATCHED_FROM_DRAW = 5  # the first draw whose models carry activation patching (docs/patching.md)
+# The cells where the token hides the state (docs/study.md, written before their runs): K = 8192 at
+# each emission mixing of hmm_datasets.AMBIGUITY_LEVELS, this many HMM draws, every model patched.
+AMBIGUOUS_DRAWS = 12
 
 
 def inference_cell(
-    num_tasks: int, draw: int, seeds: tuple[int, ...], lemma1: bool = True, patching: dict | None = None
+    num_tasks: int,
+    draw: int,
+    seeds: tuple[int, ...],
+    lemma1: bool = True,
+    patching: dict | None = None,
+    emission_mixing: float = 0.0,
 ) -> Settings:
     """One HMM draw of the inference study at K = `num_tasks`, 4 layers (docs/study.md): the
     4-layer model trained past its in-context transition under configs/inference.yaml, keeping
     13 networks over training, on corpus seed `draw`. The prior-level yardstick at N = 16,384
     particles (about 40 minutes of one CPU core per corpus; a GPU does 65,536 in one). Without
     `lemma1`, neither Lemma 1 nor the models' memory runs (no claim reads them); with `patching`
-    (PatchingConfig fields), each model's activation patching runs (docs/patching.md)."""
+    (PatchingConfig fields), each model's activation patching runs (docs/patching.md). With
+    `emission_mixing` (one of `AMBIGUITY_LEVELS`), the corpus is the `ambiguous-<K>-m<100 m>`
+    preset, the same HMM draws with a token that hides the state, and the study is named
+    `inference-<K>-m<100 m>-draw<d>`."""
+    level = f"-m{round(100 * emission_mixing)}" if emission_mixing else ""
+    preset = f"ambiguous-{num_tasks}{level}" if emission_mixing else f"diversity-{num_tasks}"
     return Settings(
-        f"inference-{num_tasks}-draw{draw}",
+        f"inference-{num_tasks}{level}-draw{draw}",
         "inference.yaml",
         depths=(4,),
         seeds=seeds,
-        overrides={"corpus": {"preset": f"diversity-{num_tasks}", "seed": draw}},
+        overrides={"corpus": {"preset": preset, "seed": draw}},
         corpus_table_rows=128,
         development_probes=INFERENCE_PROBED_STEPS,
         lemma1=lemma1,
@@ -655,6 +669,13 @@ PIPELINES = {
             )
             for k, draws in DECIDING_DRAWS.items()
             for draw in range(3, draws)
+        ),
+        # The cells where the token hides the state (docs/study.md, written before their runs): K =
+        # 8192 at each emission mixing, AMBIGUOUS_DRAWS draws of one model (seed 2d), patched, no Lemma 1.
+        *(
+            inference_cell(8192, draw, (2 * draw,), lemma1=False, patching={}, emission_mixing=mixing)
+            for draw in range(AMBIGUOUS_DRAWS)
+            for mixing in AMBIGUITY_LEVELS
         ),
         # The test suite's end-to-end study: seconds on 2 cores.
         Settings(

@@ -71,17 +71,24 @@ def study_cells(summary: StudySummary) -> list[dict]:
             summary.yardsticks,
             summary.corpus["num_tasks"],
             summary.corpus["seed"],
+            summary.corpus.get("emission_mixing", 0.0),
         )
         for depth in dict.fromkeys(r.depth for r in summary.models)  # the grid's order
     ]
 
 
 def cell_from_records(
-    study: str, records: list[ModelRecord], facts: dict | None, num_tasks: int, corpus_seed: int
+    study: str,
+    records: list[ModelRecord],
+    facts: dict | None,
+    num_tasks: int,
+    corpus_seed: int,
+    emission_mixing: float = 0.0,
 ) -> dict:
     """One cell of the cross-K report (a study's models of one depth) from its models' records and
     its corpus's yardstick facts (`facts`: the yardsticks stage's JSON, None without unseen
-    tasks), as the study's own summary (`aggregate.summarize_study`) measures them."""
+    tasks), as the study's own summary (`aggregate.summarize_study`) measures them; its corpus's
+    K, draw and `emission_mixing` (0: the token as the prior draws it; docs/corpus.md)."""
     if facts is None and any(r.yardsticks is not None for r in records):
         raise ValueError(
             f"{study}'s models were placed on its corpus's yardsticks, whose facts are not given: "
@@ -93,6 +100,7 @@ def cell_from_records(
     return {
         "study": study,
         "num_tasks": num_tasks,
+        "emission_mixing": emission_mixing,
         "corpus_seed": corpus_seed,
         "depth": records[0].depth,
         "seeds": [r.seed for r in records],
@@ -150,11 +158,12 @@ def decide_groups(
     groups = grouped_cells(cells)
     decided = decide_report(list(group_statistics(cells, records, ladders).values()), claims)
     out = []
-    for (num_tasks, depth), members, rows in zip(groups, groups.values(), decided):
+    for (num_tasks, mixing, depth), members, rows in zip(groups, groups.values(), decided):
         learners = {name: sum(c["ladder_places"]["learners"][name] for c in members) for name in LEARNERS}
         out.append(
             {
                 "num_tasks": num_tasks,
+                "emission_mixing": mixing,
                 "depth": depth,
                 "draws": [c["corpus_seed"] for c in members],
                 "studies": [c["study"] for c in members],
@@ -176,6 +185,7 @@ def labels_before_added(
         "groups": [
             {
                 "num_tasks": group["num_tasks"],
+                "emission_mixing": group["emission_mixing"],
                 "depth": group["depth"],
                 "labels": {row["key"]: row["label"] for row in group["verdicts"]},
             }
@@ -184,11 +194,18 @@ def labels_before_added(
     }
 
 
-def grouped_cells(cells: list[dict]) -> dict[tuple[int, int], list[dict]]:
-    """The study cells by (K, depth), in the order each (K, depth) first appears."""
-    groups: dict[tuple[int, int], list[dict]] = {}
+def cell_key(cell: dict) -> tuple[int, float, int]:
+    """What the report decides a claim over: (K, emission mixing, depth). Corpora of one K whose
+    tokens hide the state to another degree are other cells (docs/corpus.md); a cell of a
+    report written before the mixing existed has none (0)."""
+    return cell["num_tasks"], cell.get("emission_mixing", 0.0), cell["depth"]
+
+
+def grouped_cells(cells: list[dict]) -> dict[tuple[int, float, int], list[dict]]:
+    """The study cells by (K, emission mixing, depth) (`cell_key`), in the order each first appears."""
+    groups: dict[tuple[int, float, int], list[dict]] = {}
     for cell in cells:
-        groups.setdefault((cell["num_tasks"], cell["depth"]), []).append(cell)
+        groups.setdefault(cell_key(cell), []).append(cell)
     return groups
 
 
@@ -198,7 +215,7 @@ def group_statistics(
     """Per (K, depth) (`grouped_cells`' order), every seed's statistics as the rule counts them
     (`aggregate.counted_statistics`: the ladder gate, tagged with the seed's corpus draw), over
     the study cells measured there; a cell needs its `study`, `depth`, `num_tasks` and
-    `corpus_seed`."""
+    `corpus_seed` (and `emission_mixing` where not 0)."""
     return {
         key: [
             counted_statistics(r, ladders.get(c["study"]), c["corpus_seed"])
@@ -230,6 +247,7 @@ def draw_spread(first: dict, second: dict) -> dict:
             )
     return {
         "num_tasks": first["num_tasks"],
+        "emission_mixing": first.get("emission_mixing", 0.0),
         "depth": first["depth"],
         "draws": [first["study"], second["study"]],
         "claims": claims,
@@ -382,10 +400,10 @@ def check_shared_setup(studies: list[str]) -> None:
                 )
 
 
-def registered_corpus(study: str) -> tuple[int, int]:
-    """(K, corpus seed) of the corpus a named study (`PIPELINES`) trains on."""
+def registered_corpus(study: str) -> tuple[int, int, float]:
+    """(K, corpus seed, emission mixing) of the corpus a named study (`PIPELINES`) trains on."""
     corpus = pipeline_run_config(PIPELINES[study]).corpus_config()
-    return corpus.num_tasks, corpus.seed
+    return corpus.num_tasks, corpus.seed, corpus.emission_mixing
 
 
 def draw_spreads(cells: list[dict]) -> list[dict]:
@@ -394,11 +412,7 @@ def draw_spreads(cells: list[dict]) -> list[dict]:
     for cell in cells:
         if cell["corpus_seed"] == 0:
             continue
-        base = [
-            c
-            for c in cells
-            if (c["num_tasks"], c["depth"], c["corpus_seed"]) == (cell["num_tasks"], cell["depth"], 0)
-        ]
+        base = [c for c in cells if cell_key(c) == cell_key(cell) and c["corpus_seed"] == 0]
         if base:
             out.append(draw_spread(base[0], cell))
     return out
@@ -419,20 +433,21 @@ def over_training(cells: list[dict], records: dict[tuple[str, int], list[ModelRe
     step on each split across the models of every draw (`development_places`), and each claim's
     statistic at the steps every model probed (`development_claims`). Described across models,
     not decided: the rule decides the final networks only."""
-    groups: dict[tuple[int, int], list[dict]] = {}
+    groups: dict[tuple[int, float, int], list[dict]] = {}
     for cell in cells:
         kept = [r for r in records[(cell["study"], cell["depth"])] if r.development]
         if kept:
-            groups.setdefault((cell["num_tasks"], cell["depth"]), []).extend(kept)
+            groups.setdefault(cell_key(cell), []).extend(kept)
     return [
         {
             "num_tasks": num_tasks,
+            "emission_mixing": mixing,
             "depth": depth,
             "num_models": len(models),
             "places": development_places([development_from_dict(r.development) for r in models]),
             "claims": development_claims(models),
         }
-        for (num_tasks, depth), models in groups.items()
+        for (num_tasks, mixing, depth), models in groups.items()
     ]
 
 

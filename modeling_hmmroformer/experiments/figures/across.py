@@ -147,10 +147,19 @@ def is_diversity_figure(name: str) -> bool:
     )
 
 
+def on_drawn_tokens(summary: dict) -> dict:
+    """The summary's cells and decided groups on corpora whose emissions are the prior's draws
+    (emission mixing 0): what the figures against K draw. A cell whose token hides the state is
+    another corpus at the same K, reported in the tables."""
+    kept = {key: [c for c in summary[key] if not c.get("emission_mixing")] for key in ("cells", "decided")}
+    return {**summary, **kept}
+
+
 def plot_diversity(summary: dict, folder: Path, developments: list[dict] = ()) -> dict[str, str]:
     """Every figure of the cross-K report into `folder`, with the phase diagram and each K's
     development where models kept networks over training (`developments`, development records);
     returns figure name -> file name."""
+    summary = on_drawn_tokens(summary)
     files = {"yardsticks_against_k": YARDSTICKS_FIGURE}
     plot_yardsticks_against_k(summary, folder / files["yardsticks_against_k"])
     for claim in summary["claims"]:

@@ -16,24 +16,32 @@ from model_cards.study_reports import (
 )
 from modeling_hmmroformer.experiments.decisions.aggregate import StudySummary
 from modeling_hmmroformer.experiments.decisions.diversity import (
+    cell_key,
     learner_of,
     planned_cells,
     summarize_diversity,
 )
+from modeling_hmmroformer.experiments.figures.across import on_drawn_tokens
 from modeling_hmmroformer.experiments.settings import PIPELINES, record_fingerprint
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def as_diversity_study(
-    summary: dict, name: str, num_tasks: int, corpus_seed: int = 0, shift: float = 0.0, depths=(4, 16)
+    summary: dict,
+    name: str,
+    num_tasks: int,
+    corpus_seed: int = 0,
+    shift: float = 0.0,
+    depths=(4, 16),
+    emission_mixing: float = 0.0,
 ) -> dict:
     """The quick study's summary dressed as a diversity study of K = `num_tasks` at `depths`, its
     models' records with it (the report decides from them) carrying the named study's fingerprint
     where it is a named pipeline, every trained model's Figure 1 gains moved by `shift`."""
     study = copy.deepcopy(summary)
     study["study"]["name"] = name
-    study["corpus"].update(num_tasks=num_tasks, seed=corpus_seed)
+    study["corpus"].update(num_tasks=num_tasks, seed=corpus_seed, emission_mixing=emission_mixing)
     study["depths"] = study["depths"][: len(depths)]
     renamed = {depth["depth"]: new for depth, new in zip(study["depths"], depths)}
     for depth in study["depths"]:
@@ -76,6 +84,27 @@ def test_cells_follow_the_planned_grid_and_the_second_draw_is_measured_against_t
     assert k512["draws"] == [0, 1] and k512["num_seeds"] == 2 * len(quick_summary["depths"][0]["seeds"])
     assert spread["statistics"]["kl_bayes_model"]["difference"] == 0.0
     assert [c["key"] for c in summary["claims"]] == [v["key"] for v in quick_summary["depths"][0]["verdicts"]]
+
+
+def test_a_corpus_whose_token_hides_the_state_is_a_cell_of_its_own(quick_summary):
+    studies = [
+        as_diversity_study(quick_summary, "inference-8192-draw0", 8192, depths=(4,)),
+        as_diversity_study(
+            quick_summary, "inference-8192-m25-draw0", 8192, depths=(4,), emission_mixing=0.25
+        ),
+    ]
+    summary = summarize_diversity(studies, ["a", "b"])
+    keys = [cell_key(g) for g in summary["decided"]]
+    assert keys == [(8192, 0.0, 4), (8192, 0.25, 4)]
+    assert [g["studies"] for g in summary["decided"]] == [
+        ["inference-8192-draw0"],
+        ["inference-8192-m25-draw0"],
+    ]
+    assert "K = 8192, emission mixing 0.25, 4 layers (draw 0)" in render_diversity_status(summary)
+    assert "K = 8192, 4 layers (draw 0)" in render_diversity_status(summary)
+    assert [cell_key(g) for g in on_drawn_tokens(summary)["decided"]] == [(8192, 0.0, 4)]
+    assert "inference-8192-m25-draw0 at 4 layers" not in summary["missing"]
+    assert "inference-8192-m50-draw0 at 4 layers" in summary["missing"]
 
 
 def test_a_cell_given_twice_another_study_or_another_training_is_refused(quick_summary):

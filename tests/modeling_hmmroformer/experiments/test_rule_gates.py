@@ -27,6 +27,7 @@ from tests.modeling_hmmroformer.experiments.test_claims import (
     tokens,
     twin,
 )
+from tests.modeling_hmmroformer.experiments.test_patching_claim import FLAT, STATE_LOW
 
 LAYERWISE = [claim.key for claim in CLAIMS if claim.figure != "1"]
 
@@ -41,7 +42,7 @@ def seeds(own, draws=None, **floors) -> list[dict]:
 
 # ---- the ladder gate --------------------------------------------------------------------------
 def record(seed: int, model_kl: float, rung_kl: float, unseen_kl: float | None = None) -> ModelRecord:
-    """A version-3 record of planted profiles (every layerwise statistic on its claimed side), its
+    """A version-3 record of planted profiles and patching (every layerwise statistic on its claimed side), its
     model `model_kl` from mixture Bayes and the best in-context rung `rung_kl` on seen tasks, and
     optionally the model's KL from the oracle on unseen tasks (`unseen_kl`)."""
     rng = np.random.default_rng(seed)
@@ -70,6 +71,7 @@ def record(seed: int, model_kl: float, rung_kl: float, unseen_kl: float | None =
         yardsticks=None
         if unseen_kl is None
         else {"test_unseen": {"yardsticks": {"oracle": {"kl": unseen_kl}}}},
+        patching={"model": STATE_LOW, "control": FLAT},
     )
 
 

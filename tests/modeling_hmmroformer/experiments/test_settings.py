@@ -9,6 +9,7 @@ import pytest
 import hmm_datasets
 from modeling_hmmroformer.experiments.fields import fields_page, section_fields
 from modeling_hmmroformer.experiments.settings import (
+    AMBIGUOUS_DRAWS,
     DECIDING_DRAWS,
     PIPELINES,
     REPRODUCTIONS,
@@ -17,6 +18,7 @@ from modeling_hmmroformer.experiments.settings import (
     get_settings,
     load_run_config,
     parse_overrides,
+    pipeline_run_config,
     read_yaml,
     record_fingerprint,
 )
@@ -160,10 +162,23 @@ def test_the_grown_inference_cells_add_one_new_seed_per_draw_and_share_no_initia
     assert f"inference-32-draw{DECIDING_DRAWS[32]}" not in PIPELINES
 
 
+def test_the_cells_where_the_token_hides_the_state_keep_the_base_draws_and_are_patched():
+    for draw in range(AMBIGUOUS_DRAWS):
+        base = pipeline_run_config(PIPELINES[f"inference-8192-draw{draw}"]).corpus_config()
+        for level, mixing in zip((25, 50), hmm_datasets.config.AMBIGUITY_LEVELS):
+            cell = PIPELINES[f"inference-8192-m{level}-draw{draw}"]
+            corpus = pipeline_run_config(cell).corpus_config()
+            assert (corpus.seed, corpus.emission_mixing, corpus.num_tasks) == (draw, mixing, 8192)
+            assert corpus.replace(emission_mixing=0.0, name=base.name) == base  # the base draw's HMMs
+            assert cell.seeds == (2 * draw,) and cell.patching == {} and not cell.lemma1
+            assert record_fingerprint(cell.name) != record_fingerprint(f"inference-8192-draw{draw}")
+
+
 def test_the_named_pipelines_are_one_table_of_one_type():
     diversity = {"diversity-32", "diversity-512", "diversity-8192", "diversity-512-draw1"}
     inference = {f"inference-{k}-draw{d}" for k in (32, 512, 8192) for d in (0, 1, 2)}
     inference |= {f"inference-{k}-draw{d}" for k, draws in DECIDING_DRAWS.items() for d in range(3, draws)}
+    inference |= {f"inference-8192-m{level}-draw{d}" for level in (25, 50) for d in range(AMBIGUOUS_DRAWS)}
     named = {"tiny", "small", "paper", "default", "quick", "architecture-llama", *diversity, *inference}
     assert set(PIPELINES) == named
     assert all(isinstance(settings, Settings) for settings in PIPELINES.values())
