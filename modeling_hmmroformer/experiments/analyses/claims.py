@@ -273,7 +273,7 @@ def measure_state_carried_lower(nets: dict) -> tuple[float, dict]:
     if twin is None:
         raise Missing(NA, "no untrained twin patched")
     if twin["state_carried_lower"] is None:
-        raise Missing(NOT_TESTABLE, "the untrained twin's donors have no effect to share (no floor)")
+        raise Missing(NOT_TESTABLE, "the untrained twin's donors have no effect to share: no floor")
     return model["state_carried_lower"], {"twin": twin["state_carried_lower"]}
 
 

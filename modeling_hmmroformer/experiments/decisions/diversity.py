@@ -490,7 +490,8 @@ def development_claims(records: list[ModelRecord]) -> dict[str, list[dict]]:
     for claim in CLAIMS:
         rows = []
         for step in steps:
-            found = [s[str(step)][claim.key] for s in by_step]
+            # a record written before a claim existed has no statistic of it
+            found = [s[str(step)].get(claim.key, {"own": None, "floors": {}}) for s in by_step]
             twin = [
                 f["own"] - f["floors"]["twin"]
                 if f["own"] is not None and f["floors"].get("twin") is not None

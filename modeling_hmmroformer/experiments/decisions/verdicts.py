@@ -212,9 +212,11 @@ def claim_tests(seeds: list[dict], direction: int) -> dict:
 
 
 def _first_missing(missing: list[dict]) -> dict | None:
-    """The reason a cell's seeds miss a statistic: the ladder gate first, else the first given."""
+    """The reason a cell's seeds miss a statistic: the ladder gate first, then a failed
+    precondition (a seed that has the curves: the cell is not n/a), else the first given."""
     gated = [m for m in missing if m["why"] == BELOW_LADDER]
-    return (gated or missing or [None])[0]
+    failed = [m for m in missing if m["kind"] == NOT_TESTABLE]
+    return (gated or failed or missing or [None])[0]
 
 
 def _number(value) -> bool:
