@@ -150,3 +150,17 @@ def test_model_statistics_reads_the_patching_of_the_record():
     statistic = model_statistics(splits, {"model": STATE_LOW, "control": FLAT})[CLAIM.key]
     assert statistic["own"] == pytest.approx(0.5) and statistic["floors"]["twin"] == pytest.approx(0.0)
     assert model_statistics(splits)[CLAIM.key]["missing"]["kind"] == "n/a"
+
+
+def test_a_cell_with_one_seed_patched_and_failing_reads_not_testable_not_na():
+    untestable = {
+        "own": None,
+        "floors": {},
+        "missing": {"kind": "not testable", "why": "no floor"},
+        "own_by_split": [],
+    }
+    cell = [seed(None, draw) for draw in range(5)]
+    cell.append({**seed(None, 5), CLAIM.key: {**untestable, "draw": 5}})
+    rows = {row["key"]: row for row in decide_report([cell])[0]}
+    assert rows[CLAIM.key]["label"] == "not testable (no floor)"
+    assert {row["key"]: row for row in decide_report([cell[:5]])[0]}[CLAIM.key]["verdict"] == "n/a"
