@@ -178,9 +178,9 @@ def difference_words(difference: dict, summary: dict) -> str:
 
 
 def corpus_k_text(cell: dict) -> str:
-    """A cell's K, with its emission mixing where the token hides the state: "8192 (mixing 0.25)"."""
+    """A cell's K, with its emission mixing where the token hides the state: "8192 (emission mixing 0.25)"."""
     mixing = cell.get("emission_mixing") or 0
-    return f"{cell['num_tasks']} (mixing {mixing:g})" if mixing else str(cell["num_tasks"])
+    return f"{cell['num_tasks']} (emission mixing {mixing:g})" if mixing else str(cell["num_tasks"])
 
 
 def group_name(group: dict) -> str:
