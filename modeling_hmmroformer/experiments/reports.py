@@ -27,6 +27,7 @@ from .decisions.architectures import ARCHITECTURES_TITLE, redecide_architectures
 from .decisions.diversity import (
     DIVERSITY_TITLE,
     group_statistics,
+    on_drawn_tokens,
     planned_cells,
     redecide_diversity,
     registered_corpus,
@@ -57,12 +58,9 @@ def write_diversity_report(studies: list[Path], out: Path, readme: str | os.Path
     Everything is checked before anything is written; returns the report's path."""
     summaries = read_study_summaries(studies)
     summary = summarize_diversity(summaries, [str(folder) for folder in studies])
-    return write_diversity_summary(
-        summary,
-        out,
-        readme,
-        developments=kept_developments(s.models for s in summaries if not s.corpus.get("emission_mixing")),
-    )
+    drawn = drawn_token_studies(summary)
+    developments = kept_developments(s.models for s in summaries if s.name in drawn)
+    return write_diversity_summary(summary, out, readme, developments=developments)
 
 
 def committed_report(folder: Path) -> tuple[dict, dict[tuple[str, int], list[ModelRecord]], dict]:
@@ -153,11 +151,8 @@ def redecide_diversity_report(folder: Path, readme: str | os.PathLike | None = N
     (`committed_report`), rewritten in place (and `readme`'s status table when given)."""
     summary, records, facts = committed_report(folder)
     summary = redecide_diversity(summary, records, facts)
-    developments = kept_developments(
-        mine
-        for (study, _), mine in records.items()
-        if not registered_corpus(study)[2]  # drawn tokens
-    )
+    drawn = drawn_token_studies(summary)
+    developments = kept_developments(mine for (study, _), mine in records.items() if study in drawn)
     return write_diversity_summary(summary, folder, readme, summary.get("machine"), developments)
 
 
@@ -167,6 +162,12 @@ def redecide_architectures_report(folder: Path) -> Path:
     summary, records, facts = committed_report(folder)
     summary = redecide_architectures(summary, records, (next(iter(facts.values())) or {}).get("ladder"))
     return write_architectures_summary(summary, folder, summary.get("machine"))
+
+
+def drawn_token_studies(summary: dict) -> set[str]:
+    """The studies of a cross-K summary on corpora whose emissions are the prior's draws
+    (`diversity.on_drawn_tokens`): those whose development the figures over training draw."""
+    return {cell["study"] for cell in on_drawn_tokens(summary)["cells"]}
 
 
 def kept_developments(models: Iterable[list[ModelRecord]]) -> list[dict]:

@@ -147,16 +147,15 @@ def place_cell(cell: dict, records: list[ModelRecord], ladder: dict | None) -> d
 
 def decide_groups(
     cells: list[dict],
-    records: dict[tuple[str, int], list[ModelRecord]],
-    ladders: dict,
+    statistics: dict[tuple[int, float, int], list[dict]],
     claims: tuple[Claim, ...] = CLAIMS,
 ) -> list[dict]:
-    """The claims (`claims`) decided per (K, depth) over the study cells measured there (`cells`,
-    placed; `records`: (study, depth) -> its models' records; `ladders`: study -> its corpus's
-    ladder facts on the yardstick rows, None where not measured), seeds nested in corpus draws,
-    Holm across every claim of every group (`claims.decide_report`)."""
+    """The claims (`claims`) decided per (K, emission mixing, depth) over the study cells measured
+    there (`cells`, placed), from every seed's statistics (`group_statistics` of those cells),
+    seeds nested in corpus draws, Holm across every claim of every group
+    (`claims.decide_report`)."""
     groups = grouped_cells(cells)
-    decided = decide_report(list(group_statistics(cells, records, ladders).values()), claims)
+    decided = decide_report(list(statistics.values()), claims)
     out = []
     for (num_tasks, mixing, depth), members, rows in zip(groups, groups.values(), decided):
         learners = {name: sum(c["ladder_places"]["learners"][name] for c in members) for name in LEARNERS}
@@ -175,11 +174,10 @@ def decide_groups(
     return out
 
 
-def labels_before_added(
-    cells: list[dict], records: dict[tuple[str, int], list[ModelRecord]], ladders: dict
-) -> dict:
-    """The verdicts of the report's family before the claims added later (`claims.ADDED_LATER`):
-    the claims they are given without, and per (K, depth) each other claim's printed verdict."""
+def labels_before_added(cells: list[dict], statistics: dict[tuple[int, float, int], list[dict]]) -> dict:
+    """The verdicts of the report's family before the claims added later (`claims.ADDED_LATER`),
+    from the same statistics (`decide_groups`): the claims they are given without, and per cell
+    key each other claim's printed verdict."""
     return {
         "without": list(ADDED_LATER),
         "groups": [
@@ -189,7 +187,7 @@ def labels_before_added(
                 "depth": group["depth"],
                 "labels": {row["key"]: row["label"] for row in group["verdicts"]},
             }
-            for group in decide_groups(cells, records, ladders, claims_before_added())
+            for group in decide_groups(cells, statistics, claims_before_added())
         ],
     }
 
@@ -199,6 +197,14 @@ def cell_key(cell: dict) -> tuple[int, float, int]:
     tokens hide the state to another degree are other cells (docs/corpus.md); a cell of a
     report written before the mixing existed has none (0)."""
     return cell["num_tasks"], cell.get("emission_mixing", 0.0), cell["depth"]
+
+
+def on_drawn_tokens(summary: dict) -> dict:
+    """The summary's cells and decided groups on corpora whose emissions are the prior's draws
+    (emission mixing 0): what the figures against K and over training draw. A cell whose token
+    hides the state is another corpus at the same K, reported in the tables."""
+    kept = {key: [c for c in summary[key] if not c.get("emission_mixing")] for key in ("cells", "decided")}
+    return {**summary, **kept}
 
 
 def grouped_cells(cells: list[dict]) -> dict[tuple[int, float, int], list[dict]]:
@@ -345,11 +351,12 @@ def decided_summary(
         (place_cell(c, records[(c["study"], c["depth"])], ladders.get(c["study"])) for c in cells),
         key=lambda c: order.get((c["study"], c["depth"]), len(order)),
     )
+    statistics = group_statistics(placed, records, ladders)  # measured once, decided in both families
     return {
         "cells": placed,
         "claims": claim_words(),
-        "decided": decide_groups(placed, records, ladders),
-        "before_added": labels_before_added(placed, records, ladders),
+        "decided": decide_groups(placed, statistics),
+        "before_added": labels_before_added(placed, statistics),
         "draw_spreads": draw_spreads(placed),
         "ladders": {study: ladder for study, ladder in ladders.items() if ladder is not None},
         "over_training": over_training(placed, records),

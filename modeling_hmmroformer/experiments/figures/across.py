@@ -10,7 +10,7 @@ import numpy as np
 
 from probing.figures import pyplot, save_figure
 
-from ..decisions.diversity import SPLITS, claim_against_k
+from ..decisions.diversity import SPLITS, claim_against_k, on_drawn_tokens
 from .study import legend
 
 # ---- the task-diversity study across K (`diversity.summarize_diversity`) ------------------------
@@ -145,14 +145,6 @@ def is_diversity_figure(name: str) -> bool:
     return name in (YARDSTICKS_FIGURE, PHASE_DIAGRAM_FIGURE) or (
         name.startswith((CLAIM_FIGURE_PREFIX, DEVELOPMENT_FIGURE_PREFIX)) and name.endswith(".png")
     )
-
-
-def on_drawn_tokens(summary: dict) -> dict:
-    """The summary's cells and decided groups on corpora whose emissions are the prior's draws
-    (emission mixing 0): what the figures against K draw. A cell whose token hides the state is
-    another corpus at the same K, reported in the tables."""
-    kept = {key: [c for c in summary[key] if not c.get("emission_mixing")] for key in ("cells", "decided")}
-    return {**summary, **kept}
 
 
 def plot_diversity(summary: dict, folder: Path, developments: list[dict] = ()) -> dict[str, str]:
