@@ -222,7 +222,7 @@ def run_models_side_by_side(p: Pipeline, state: RunState, jobs: int, log: Callab
     each), in the plan's order; `state` gains their stages. A worker's error stops the models not
     started and is raised here once the running ones end."""
     models = [m for m in p.models if not p.has_record(m)]
-    with workers(p, models, jobs, None, log, "side by side"):
+    with workers(p, models, jobs, None, log, "side by side", beside=False):
         pass
     state.stages = read_stages(p.state_path)
 
@@ -244,24 +244,28 @@ def workers(
     log: Callable[[str], None],
     where: str,
     what: str = "",
+    beside: bool = True,
 ):
-    """`models`' stages (`names`, or all of them) in `jobs` spawned worker processes, each with
-    an equal share of this process's threads, while the body of the `with` runs with the threads
-    they leave (`threads_beside`); on leaving, waits for them. A worker's error stops the models
-    not started and is raised once the running ones end."""
+    """`models`' stages (`names`, or all of them) in `min(jobs, len(models))` spawned worker
+    processes, each with its share of this process's threads (`worker_threads`; `beside`: the
+    body of the `with` runs shared stages meanwhile), while the body runs with the threads they
+    leave (`threads_beside`); on leaving, waits for them. A worker's error stops the models not
+    started and is raised once the running ones end."""
     if not models:
         yield
         return
     total = torch.get_num_threads()
-    threads = max(1, total // jobs)
-    log(f"{what}{len(models)} models in {jobs} processes {where}, {threads} thread(s) each ...")
+    processes = min(jobs, len(models))
+    threads = worker_threads(total, jobs, len(models), beside)
+    counts = f"{len(models)} model{'s' * (len(models) > 1)} in {processes} process{'es' * (processes > 1)}"
+    log(f"{what}{counts} {where}, {threads} thread(s) each ...")
     context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
+    with concurrent.futures.ProcessPoolExecutor(processes, mp_context=context) as pool:
         futures = [
             pool.submit(run_model_stages, p, m, threads, jobs, names, position)
             for position, m in enumerate(models)
         ]
-        torch.set_num_threads(threads_beside(total, threads * min(jobs, len(models))))
+        torch.set_num_threads(threads_beside(total, threads * processes))
         try:
             yield
             for future in concurrent.futures.as_completed(futures):
@@ -271,6 +275,15 @@ def workers(
             raise
         finally:
             torch.set_num_threads(total)
+
+
+def worker_threads(total: int, jobs: int, models: int, beside: bool) -> int:
+    """The threads of each of a study's workers: an equal share of this process's `total` among
+    `jobs` workers, or among the `models` left where they are fewer and no shared stage runs
+    `beside` them (a draw's one model analysed alone gets every thread, not half of them with
+    the other core idle). At least one."""
+    share = jobs if beside else min(jobs, models)
+    return max(1, total // share)
 
 
 def threads_beside(total: int, busy: int) -> int:

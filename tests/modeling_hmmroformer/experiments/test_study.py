@@ -36,6 +36,7 @@ from modeling_hmmroformer.experiments.running.pipeline import (
     run_pipeline,
     staggered,
     threads_beside,
+    worker_threads,
 )
 from modeling_hmmroformer.experiments.running.plan import MODEL_STAGES, make_pipeline
 from modeling_hmmroformer.experiments.running.stages import build_corpus
@@ -508,6 +509,23 @@ def test_every_other_model_side_by_side_probes_before_its_figure1():
 )
 def test_the_study_process_keeps_the_threads_its_workers_leave_and_at_least_one(total, busy, kept):
     assert threads_beside(total, busy) == kept
+
+
+@pytest.mark.parametrize(
+    ("total", "jobs", "models", "beside", "threads"),
+    [
+        (2, 2, 1, True, 1),  # a draw's one training beside the shared stages leaves them a core
+        (2, 2, 1, False, 2),  # its analyses alone: every thread
+        (2, 2, 2, False, 1),  # two models side by side share the cores
+        (2, 2, 5, False, 1),  # more models than workers: the workers' share
+        (16, 4, 2, False, 8),
+        (16, 4, 2, True, 4),
+        (1, 2, 1, False, 1),  # at least one
+        (1, 4, 4, True, 1),
+    ],
+)
+def test_a_worker_gets_its_share_of_the_threads_and_all_of_them_alone(total, jobs, models, beside, threads):
+    assert worker_threads(total, jobs, models, beside) == threads
 
 
 @pytest.mark.parametrize("jobs", [0, 1.5, True])
