@@ -14,6 +14,7 @@ Plain data in, plain data out: `scripts/diversity_report.py` reads the folders a
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 
 from probing.architecture import HMM_ROFORMER
 
@@ -358,9 +359,19 @@ def decided_summary(
         "decided": decide_groups(placed, statistics),
         "before_added": labels_before_added(placed, statistics),
         "draw_spreads": draw_spreads(placed),
-        "ladders": {study: ladder for study, ladder in ladders.items() if ladder is not None},
+        "ladders": {
+            study: ladders[study] for study in in_planned_order(ladders, family) if ladders[study] is not None
+        },
         "over_training": over_training(placed, records),
     }
+
+
+def in_planned_order(studies: Iterable[str], family: str = "diversity") -> list[str]:
+    """`studies` in the planned order of their cells (`planned_cells`), those not planned after
+    them in the order given: a report decided again lists a study recorded since in its place,
+    not last."""
+    order = {study: index for index, study in enumerate(dict.fromkeys(s for s, _ in planned_cells(family)))}
+    return sorted(studies, key=lambda study: order.get(study, len(order)))
 
 
 def redecide_diversity(

@@ -132,6 +132,24 @@ def test_a_model_recorded_after_the_report_joins_it(inference_copy):
     assert both["missing"] == committed["missing"]
 
 
+def test_a_study_recorded_after_the_report_takes_its_planned_place_at_once(inference_copy):
+    """The report as written before a whole study (a new HMM draw) landed: the first decision with
+    it gives every part in the order a second decision gives, its ladder among the others."""
+    committed = json.loads((inference_copy / "results.json").read_text())
+    landed = next(s for s in reversed(committed["ladders"]) if s.startswith("inference-512-"))
+    earlier = {
+        **committed,
+        "cells": [c for c in committed["cells"] if c["study"] != landed],
+        "ladders": {study: ladder for study, ladder in committed["ladders"].items() if study != landed},
+    }
+    (inference_copy / "results.json").write_text(json.dumps(earlier))
+    first = redecide_diversity(*committed_report(inference_copy))
+    assert list(first["ladders"]) == list(committed["ladders"])
+    assert [(c["study"], c["depth"]) for c in first["cells"]] == [
+        (c["study"], c["depth"]) for c in committed["cells"]
+    ]
+
+
 def test_a_record_of_other_settings_than_its_study_is_refused(inference_copy):
     folder = inference_copy / "inference-8192-draw2" / "models"
     record = json.loads((folder / "depth4-seed4.json").read_text())
