@@ -57,7 +57,7 @@ from .engine import (
     write_state,
 )
 from .plan import ModelRun, Pipeline, model_stages
-from .training import SIDE_BY_SIDE_ENV
+from .training import SIDE_BY_SIDE_ENV, follow_thread_share
 
 PREDICTIONS = ".predictions"  # exact predictions shared by `--jobs` workers (`shared_predictions`)
 
@@ -249,8 +249,9 @@ def workers(
     """`models`' stages (`names`, or all of them) in `min(jobs, len(models))` spawned worker
     processes, each with its share of this process's threads (`worker_threads`; `beside`: the
     body of the `with` runs shared stages meanwhile), while the body runs with the threads they
-    leave (`threads_beside`); on leaving, waits for them. A worker's error stops the models not
-    started and is raised once the running ones end."""
+    leave (`threads_beside`); once the body is done, the workers' trainings take the threads it
+    left (`training.follow_thread_share`); on leaving, waits for them. A worker's error stops the
+    models not started and is raised once the running ones end."""
     if not models:
         yield
         return
@@ -260,7 +261,10 @@ def workers(
     counts = f"{len(models)} model{'s' * (len(models) > 1)} in {processes} process{'es' * (processes > 1)}"
     log(f"{what}{counts} {where}, {threads} thread(s) each ...")
     context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(processes, mp_context=context) as pool:
+    share = context.Value("i", threads)  # the threads each worker's trainings follow
+    with concurrent.futures.ProcessPoolExecutor(
+        processes, mp_context=context, initializer=follow_thread_share, initargs=(share,)
+    ) as pool:
         futures = [
             pool.submit(run_model_stages, p, m, threads, jobs, names, position)
             for position, m in enumerate(models)
@@ -268,6 +272,10 @@ def workers(
         torch.set_num_threads(threads_beside(total, threads * processes))
         try:
             yield
+            alone = worker_threads(total, jobs, len(models), beside=False)
+            if alone != share.value:  # the stages beside them are done: their threads are the workers'
+                log(f"{what}{counts}: {alone} thread(s) each from now on")
+                share.value = alone
             for future in concurrent.futures.as_completed(futures):
                 future.result()
         except BaseException:

@@ -414,6 +414,30 @@ def build_model(run: RunConfig, corpus_config: HMMMixtureConfig) -> PreTrainedMo
 
 
 SIDE_BY_SIDE_ENV = "HMM_ROFORMER_JOBS"  # set in a study's workers (`--jobs`): processes sharing the cores
+_thread_share = None  # in a study's worker: the threads its trainings follow (`follow_thread_share`)
+
+
+def follow_thread_share(share) -> None:
+    """The initializer of a study's worker process (`pipeline.workers`): every training in this
+    process sets its torch threads to `share.value` (a `multiprocessing.Value`) whenever it
+    changes (`FollowThreadShare`), so a draw's lone training takes the core the shared stages
+    beside it leave when they end."""
+    global _thread_share
+    _thread_share = share
+
+
+class FollowThreadShare(TrainerCallback):
+    """At each step's end, sets this process's torch threads to `share.value` where it changed
+    (1 or more; an intra-op setting, so the steps' results do not depend on it beyond rounding)."""
+
+    def __init__(self, share):
+        self.share = share
+
+    def on_step_end(self, args, state, control, **kwargs):
+        threads = self.share.value
+        if threads >= 1 and threads != torch.get_num_threads():
+            torch.set_num_threads(threads)
+        return control
 
 
 def warn_about_idle_cores() -> None:
@@ -472,6 +496,8 @@ def prepare(run: RunConfig, resume: bool) -> PreparedRun:
             device=arguments.device,
         )
     callbacks = [SaveRunConfigCallback(run, corpus.config), LogAtEverySave(), StepTimer()]
+    if _thread_share is not None:
+        callbacks.append(FollowThreadShare(_thread_share))
     if kept:
         folder = output_dir / names.DEVELOPMENT
         callbacks.append(DevelopmentCheckpoints(folder, kept, run, corpus.config))
@@ -535,6 +561,7 @@ def train(run: RunConfig, resume: bool = False) -> dict:
         metrics["train_steps"] = trainer.state.global_step
         timer = next(c for c in trainer.callback_handler.callbacks if isinstance(c, StepTimer))
         metrics.update(step_time_summary(timer.started, timer.step_ends))
+        metrics["torch_threads_at_end"] = torch.get_num_threads()
         if checkpoint is not None:
             samples_per_step = _tokens_per_step(trainer, corpus.config) // corpus.config.sequence_length
             metrics = whole_run_metrics(

@@ -2,6 +2,7 @@
 
 import importlib.util
 import json
+import multiprocessing
 import os
 import shutil
 import signal
@@ -452,6 +453,42 @@ def test_a_resumed_run_says_so_and_reports_the_whole_run(tmp_path, monkeypatch, 
     assert (
         json.loads((run.output_dir / "train_results.json").read_text())["train_loss"] == resumed["train_loss"]
     )
+
+
+class FreeThreadsAtStep(TrainerCallback):
+    """The study process's part (`pipeline.workers`): at `step` the stages beside the training end
+    and their threads are the training's."""
+
+    def __init__(self, share, step: int, threads: int):
+        self.share, self.step, self.threads = share, step, threads
+        self.seen: list[int] = []
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.seen.append(torch.get_num_threads())
+        if state.global_step == self.step:
+            self.share.value = self.threads
+
+
+def test_a_training_in_a_study_worker_takes_the_threads_it_is_given_at_the_next_step(tmp_path, monkeypatch):
+    share = multiprocessing.get_context("spawn").Value("i", 1)
+    monkeypatch.setattr(training, "_thread_share", share)
+    prepare_run, freed = training.prepare, []
+
+    def prepare_freeing_at_step_5(run, resume):
+        prepared = prepare_run(run, resume)
+        freed.append(FreeThreadsAtStep(share, 5, 2))
+        prepared.trainer.add_callback(freed[-1])  # after FollowThreadShare: it reads the next step
+        return prepared
+
+    monkeypatch.setattr(training, "prepare", prepare_freeing_at_step_5)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        metrics = train(short_run(tmp_path / "run"))
+    finally:
+        torch.set_num_threads(threads)
+    assert freed[0].seen == [1] * 5 + [2] * 7  # one thread to step 5, two from step 6 on
+    assert metrics["torch_threads_at_end"] == 2 and metrics["train_steps"] == 12
 
 
 def test_a_corpus_folder_that_contradicts_the_corpus_section_is_refused(tmp_path):
