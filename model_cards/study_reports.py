@@ -70,6 +70,7 @@ def render_diversity_report(summary: dict, figures: dict[str, str]) -> str:
     environment.filters["labels"] = lambda counts: ", ".join(f"{label} {n}" for label, n in counts.items())
     environment.filters["tokens"] = lambda tokens: "—" if tokens is None else f"{tokens / 1e6:.3g} M"
     environment.filters["corpus_k"] = corpus_k_text
+    environment.filters["shares"] = lambda shares: ", ".join("—" if v is None else f"{v:.2f}" for v in shares)
     template = environment.from_string(DIVERSITY_REPORT_TEMPLATE.read_text())
     return template.render(
         s=summary,

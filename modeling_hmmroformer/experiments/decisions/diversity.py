@@ -363,6 +363,7 @@ def decided_summary(
             study: ladders[study] for study in in_planned_order(ladders, family) if ladders[study] is not None
         },
         "over_training": over_training(placed, records),
+        "patching": patching_rows(placed, records),
     }
 
 
@@ -443,6 +444,47 @@ def claim_against_k(summary: dict, key: str) -> dict[int, list[dict]]:
         row = next(v for v in group["verdicts"] if v["key"] == key)
         out.setdefault(group["depth"], []).append({"num_tasks": group["num_tasks"], **row})
     return out
+
+
+# ---- the activation patching of each patched model beside its twin's, described, not decided -----
+PATCHED_NETWORKS = {"trained": "model", "twin": "control"}  # report name -> `PatchingResult` field
+
+
+def patching_rows(cells: list[dict], records: dict[tuple[str, int], list[ModelRecord]]) -> list[dict]:
+    """Each patched model of the cells, in their order, its untrained twin's readings beside its
+    own (`patching_reading`): what the patching claim reads (`claims.measure_state_carried_lower`),
+    so a reader sees the floor's size beside each verdict. Described, not decided."""
+    return [
+        {
+            **{key: cell[key] for key in ("study", "num_tasks", "emission_mixing", "depth", "corpus_seed")},
+            "seed": record.seed,
+            "site_names": record.patching["model"]["site_names"],
+            "networks": {
+                network: patching_reading(record.patching[part])
+                for network, part in PATCHED_NETWORKS.items()
+                if record.patching.get(part) is not None
+            },
+        }
+        for cell in cells
+        for record in records[(cell["study"], cell["depth"])]
+        if record.patching is not None
+    ]
+
+
+def patching_reading(result: dict) -> dict:
+    """One network's patching (`probing.patching.PatchingResult.to_dict`'s `model` or `control`):
+    the task and state donors' pairs, whole effect (nats) and share of it by site, the
+    `state_carried_lower` statistic and the same-donor control's largest move."""
+    donors = result["donors"]
+    return {
+        **{
+            f"{kind}_{field}": donors[kind][field]
+            for kind in ("task", "state")
+            for field in ("pairs", "effect_nats", "shares")
+        },
+        "state_carried_lower": result["state_carried_lower"],
+        "same_donor_max_nats": result["same_donor_max_nats"],
+    }
 
 
 # ---- over training: the networks each model kept (`development`), described, not decided ---------

@@ -150,6 +150,25 @@ def test_a_study_recorded_after_the_report_takes_its_planned_place_at_once(infer
     ]
 
 
+def test_every_patched_model_and_its_twin_are_in_the_patching_table_as_recorded(inference_copy):
+    summary, records, facts = committed_report(inference_copy)
+    patched = {
+        (study, r.depth, r.seed): r
+        for (study, _), mine in records.items()
+        for r in mine
+        if r.patching is not None
+    }
+    rows = redecide_diversity(summary, records, facts)["patching"]
+    assert patched and len(rows) == len(patched)  # one row per patched model, none for the others
+    for row in rows:
+        record = patched[(row["study"], row["depth"], row["seed"])]
+        for network, part in (("trained", "model"), ("twin", "control")):
+            reading, result = row["networks"][network], record.patching[part]
+            assert reading["state_carried_lower"] == result["state_carried_lower"]
+            assert reading["task_shares"] == result["donors"]["task"]["shares"]
+            assert reading["state_effect_nats"] == result["donors"]["state"]["effect_nats"]
+
+
 def test_a_record_of_other_settings_than_its_study_is_refused(inference_copy):
     folder = inference_copy / "inference-8192-draw2" / "models"
     record = json.loads((folder / "depth4-seed4.json").read_text())
