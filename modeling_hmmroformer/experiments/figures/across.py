@@ -121,6 +121,7 @@ CLAIM_FIGURE_PREFIX = "claim_"  # claim_<key>.png: one figure per claim
 
 
 PHASE_DIAGRAM_FIGURE = "phase_diagram.png"
+PATCHING_FIGURE = "patching_by_site.png"
 DEVELOPMENT_FIGURE_PREFIX = "development-K"  # development-K<k>-L<depth>.png: one per (K, depth)
 
 
@@ -142,7 +143,7 @@ def development_cells(records: list[dict]) -> dict[tuple[int, int | None], list[
 
 def is_diversity_figure(name: str) -> bool:
     """Whether a file name is one `plot_diversity` writes."""
-    return name in (YARDSTICKS_FIGURE, PHASE_DIAGRAM_FIGURE) or (
+    return name in (YARDSTICKS_FIGURE, PHASE_DIAGRAM_FIGURE, PATCHING_FIGURE) or (
         name.startswith((CLAIM_FIGURE_PREFIX, DEVELOPMENT_FIGURE_PREFIX)) and name.endswith(".png")
     )
 
@@ -157,6 +158,9 @@ def plot_diversity(summary: dict, folder: Path, developments: list[dict] = ()) -
     for claim in summary["claims"]:
         files[claim["key"]] = f"{CLAIM_FIGURE_PREFIX}{claim['key']}.png"
         plot_claim_against_k(summary, claim["key"], folder / files[claim["key"]])
+    if summary.get("patching"):
+        files["patching_by_site"] = PATCHING_FIGURE
+        plot_patching_by_site(summary["patching"], folder / PATCHING_FIGURE)
     if developments:
         files["phase_diagram"] = PHASE_DIAGRAM_FIGURE
         plot_phase_diagram(developments, folder / PHASE_DIAGRAM_FIGURE)
@@ -165,6 +169,52 @@ def plot_diversity(summary: dict, folder: Path, developments: list[dict] = ()) -
         files[name] = file
         plot_cell_development(cell, folder / file)
     return files
+
+
+PATCHING_DONORS = {"task": "C0", "state": "C1"}
+PATCHING_NETWORKS = {"trained": "-", "twin": "--"}
+SHARE_LIMITS = (-0.25, 1.25)  # a twin's shares, ratios of effects near 0, may fall far outside
+
+
+def plot_patching_by_site(rows: list[dict], path: Path) -> None:
+    """Each patched model's share of the task and the state donor's effect by site
+    (`diversity.patching_rows`), one panel per cell (K, emission mixing, depth): the trained
+    network solid, its untrained twin dashed, one line per model; shares beyond `SHARE_LIMITS`
+    are cut at the frame, and a donor without a positive effect has no line."""
+    cells: dict[tuple, list[dict]] = {}
+    for row in rows:
+        cells.setdefault((row["num_tasks"], row["emission_mixing"], row["depth"]), []).append(row)
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(cells), figsize=(4.4 * len(cells), 3.6), squeeze=False)
+    for ax, ((num_tasks, mixing, depth), members) in zip(axes[0], cells.items()):
+        sites = members[0]["site_names"]
+        for row in members:
+            for network, reading in row["networks"].items():
+                for kind, color in PATCHING_DONORS.items():
+                    shares = [np.nan if v is None else v for v in reading[f"{kind}_shares"]]
+                    ax.plot(
+                        range(len(sites)),
+                        np.clip(shares, *SHARE_LIMITS),
+                        PATCHING_NETWORKS[network],
+                        color=color,
+                        marker="o",
+                        ms=3,
+                    )
+        ax.axhline(0, color="grey", lw=0.6)
+        ax.axhline(1, color="grey", lw=0.6)
+        ax.set_ylim(*SHARE_LIMITS)
+        ax.set_xticks(range(len(sites)), sites, rotation=30, fontsize=8)
+        told = f", emission mixing {mixing:g}" if mixing else ""
+        models = f"{len(members)} model{'s' * (len(members) > 1)}"
+        ax.set_title(f"K = {num_tasks}{told}, {depth} layers ({models})", fontsize=9)
+    axes[0][0].set_ylabel("share of the donor's move towards\nits exact Bayes predictive")
+    handles = [
+        plt.Line2D([], [], color=color, linestyle=line, label=f"{kind} donor, {network}")
+        for network, line in PATCHING_NETWORKS.items()
+        for kind, color in PATCHING_DONORS.items()
+    ]
+    axes[0][-1].legend(handles=handles, fontsize=7)
+    save_figure(fig, path)
 
 
 ARCHITECTURES_FIGURE = "claims_by_architecture.png"

@@ -165,7 +165,8 @@ def test_the_report_the_figures_and_the_readme_table_are_written_from_the_study_
     assert "from the records of its studies (diversity-32, diversity-512:" in report
     for name, figure in results["figures"].items():
         assert (out / figure).stat().st_size > 0 and f"]({figure})" in report, name
-    assert len(results["figures"]) == 1 + len(results["claims"])
+    assert len(results["figures"]) == 1 + len(results["claims"]) + bool(results["patching"])
+    assert bool(results["patching"]) == ("patching_by_site" in results["figures"])
 
 
 @pytest.mark.parametrize(
