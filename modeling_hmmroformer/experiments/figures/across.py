@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from model_cards.study_reports import corpus_k_text
 from probing.figures import pyplot, save_figure
 
 from ..decisions.diversity import SPLITS, claim_against_k, on_drawn_tokens
@@ -186,7 +187,7 @@ def plot_patching_by_site(rows: list[dict], path: Path) -> None:
         cells.setdefault((row["num_tasks"], row["emission_mixing"], row["depth"]), []).append(row)
     plt = pyplot()
     fig, axes = plt.subplots(1, len(cells), figsize=(4.4 * len(cells), 3.6), squeeze=False)
-    for ax, ((num_tasks, mixing, depth), members) in zip(axes[0], cells.items()):
+    for ax, ((_, _, depth), members) in zip(axes[0], cells.items()):
         sites = members[0]["site_names"]
         for row in members:
             for network, reading in row["networks"].items():
@@ -204,9 +205,8 @@ def plot_patching_by_site(rows: list[dict], path: Path) -> None:
         ax.axhline(1, color="grey", lw=0.6)
         ax.set_ylim(*SHARE_LIMITS)
         ax.set_xticks(range(len(sites)), sites, rotation=30, fontsize=8)
-        told = f", emission mixing {mixing:g}" if mixing else ""
         models = f"{len(members)} model{'s' * (len(members) > 1)}"
-        ax.set_title(f"K = {num_tasks}{told}, {depth} layers ({models})", fontsize=9)
+        ax.set_title(f"K = {corpus_k_text(members[0])}, {depth} layers ({models})", fontsize=9)
     axes[0][0].set_ylabel("share of the donor's move towards\nits exact Bayes predictive")
     handles = [
         plt.Line2D([], [], color=color, linestyle=line, label=f"{kind} donor, {network}")
