@@ -27,6 +27,7 @@ from .decisions.architectures import ARCHITECTURES_TITLE, redecide_architectures
 from .decisions.diversity import (
     DIVERSITY_TITLE,
     group_statistics,
+    in_planned_order,
     on_drawn_tokens,
     planned_cells,
     redecide_diversity,
@@ -69,8 +70,8 @@ def committed_report(folder: Path) -> tuple[dict, dict[tuple[str, int], list[Mod
     (None where not measured), read from where its `decided_from` names them (paths from
     `folder`; by default `<study>/models` and `<study>/yardsticks.json`). A report of a family of
     studies (`diversity.FAMILIES`) also reads every study of the family recorded there since it
-    was written. `ValueError` naming what is missing, or a record made with other settings than
-    its named study's."""
+    was written, and lists its studies in their planned order. `ValueError` naming what is
+    missing, or a record made with other settings than its named study's."""
     path = folder / names.RESULTS_JSON
     if not path.is_file():
         raise ValueError(f"{folder} has no {names.RESULTS_JSON}: give a folder a report across studies wrote")
@@ -81,6 +82,7 @@ def committed_report(folder: Path) -> tuple[dict, dict[tuple[str, int], list[Mod
         studies += [
             s for s in planned if s not in studies and any((folder / s / names.MODELS).glob("*.json"))
         ]
+        studies = in_planned_order(studies, summary["family"])
     sources = with_default_sources(summary.get("decided_from"), studies)
     records: dict[tuple[str, int], list[ModelRecord]] = {}
     facts: dict[str, dict | None] = {}

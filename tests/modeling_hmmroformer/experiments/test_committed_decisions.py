@@ -141,10 +141,16 @@ def test_a_study_recorded_after_the_report_takes_its_planned_place_at_once(infer
         **committed,
         "cells": [c for c in committed["cells"] if c["study"] != landed],
         "ladders": {study: ladder for study, ladder in committed["ladders"].items() if study != landed},
+        "decided_from": {
+            kind: {study: path for study, path in paths.items() if study != landed}
+            for kind, paths in committed["decided_from"].items()
+        },
     }
     (inference_copy / "results.json").write_text(json.dumps(earlier))
     first = redecide_diversity(*committed_report(inference_copy))
     assert list(first["ladders"]) == list(committed["ladders"])
+    for kind, paths in committed["decided_from"].items():
+        assert list(first["decided_from"][kind]) == list(paths)
     assert [(c["study"], c["depth"]) for c in first["cells"]] == [
         (c["study"], c["depth"]) for c in committed["cells"]
     ]
